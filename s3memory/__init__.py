@@ -1,0 +1,84 @@
+"""s3memory: an encrypted S3 backend for Claude's memory tool (``memory_20250818``).
+
+The core (paths, envelope, keys, stores, commands) imports neither ``anthropic`` nor
+``boto3``; the SDK adapters ``S3MemoryTool`` and ``AsyncS3MemoryTool`` are loaded on first
+use, so a Lambda that only executes memory commands does not pay for the SDK's import.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._envelope import binding_context
+from ._errors import (
+    BucketNotFoundError,
+    ConfigurationError,
+    EditError,
+    ForeignObjectError,
+    IntegrityError,
+    InvalidCommandError,
+    InvalidPathError,
+    LimitExceededError,
+    NotADirectoryConflict,
+    PathExistsError,
+    PathNotFoundError,
+    PreconditionFailedError,
+    S3MemoryError,
+    StorageAccessDeniedError,
+    StorageError,
+    StorageUnavailableError,
+)
+from ._factory import open_memory
+from ._keys import KeyCache, generate_master_key
+from ._memory import EncryptedMemory, Limits, format_size
+from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant
+from .stores import InMemoryStore, LocalDirStore, ObjectStore, S3Store
+
+if TYPE_CHECKING:
+    from ._tool import AsyncS3MemoryTool, S3MemoryTool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncS3MemoryTool",
+    "BucketNotFoundError",
+    "ConfigurationError",
+    "EditError",
+    "EncryptedMemory",
+    "ForeignObjectError",
+    "InMemoryStore",
+    "IntegrityError",
+    "InvalidCommandError",
+    "InvalidPathError",
+    "KeyCache",
+    "LimitExceededError",
+    "Limits",
+    "LocalDirStore",
+    "MemoryPath",
+    "NotADirectoryConflict",
+    "ObjectStore",
+    "PathExistsError",
+    "PathNotFoundError",
+    "PreconditionFailedError",
+    "S3MemoryError",
+    "S3MemoryTool",
+    "S3Store",
+    "StorageAccessDeniedError",
+    "StorageError",
+    "StorageUnavailableError",
+    "TenantLayout",
+    "binding_context",
+    "format_size",
+    "generate_master_key",
+    "open_memory",
+    "parse_path",
+    "validate_tenant",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("S3MemoryTool", "AsyncS3MemoryTool"):
+        from . import _tool
+
+        return getattr(_tool, name)
+    raise AttributeError(f"module 's3memory' has no attribute {name!r}")

@@ -1,0 +1,94 @@
+"""The exception tree of s3memory.
+
+Every error s3memory raises is an ``S3MemoryError``. Its message is the text the model
+sees (the memory tool contract's strings where the contract gives one), so the SDK
+adapters can hand ``str(error)`` to ``ToolError`` unchanged. Each subclass also
+inherits the Python built-in that a caller would naturally catch::
+
+    S3MemoryError
+    ├── ConfigurationError (ValueError)       bad user id, master key, options
+    ├── InvalidCommandError (ValueError)      malformed command input from the model
+    │   ├── InvalidPathError                  traversal, bad characters, too long
+    │   └── EditError                         old_str not found / not unique, bad line
+    ├── LimitExceededError (ValueError)       file too large
+    ├── PathNotFoundError (FileNotFoundError)
+    ├── PathExistsError (FileExistsError)
+    ├── NotADirectoryConflict (NotADirectoryError)  a file where a directory is needed
+    ├── IntegrityError                        one opaque error for every failed decryption
+    ├── ForeignObjectError                    an object that s3memory did not write
+    └── StorageError (OSError)                the object store or KMS failed
+        ├── PreconditionFailedError           a conditional request lost a race
+        ├── StorageAccessDeniedError (PermissionError)
+        ├── BucketNotFoundError
+        └── StorageUnavailableError           throttling, timeouts, network
+"""
+
+from __future__ import annotations
+
+
+class S3MemoryError(Exception):
+    """Root of every error raised by s3memory. ``str(error)`` is safe to show the model."""
+
+
+class ConfigurationError(S3MemoryError, ValueError):
+    """The tool was built with invalid options (user id, master key, bucket...)."""
+
+
+class InvalidCommandError(S3MemoryError, ValueError):
+    """The model sent a command that is malformed (missing or mistyped field)."""
+
+
+class InvalidPathError(InvalidCommandError):
+    """A path that is not a safe, canonical path under ``/memories``."""
+
+
+class EditError(InvalidCommandError):
+    """An edit that cannot be applied: ``old_str`` absent or repeated, bad line number."""
+
+
+class LimitExceededError(S3MemoryError, ValueError):
+    """A write that would exceed a configured limit; nothing was written."""
+
+
+class PathNotFoundError(S3MemoryError, FileNotFoundError):
+    """The path names no file (or, where a directory would do, no directory)."""
+
+
+class PathExistsError(S3MemoryError, FileExistsError):
+    """The path is already taken by a file or a directory."""
+
+
+class NotADirectoryConflict(S3MemoryError, NotADirectoryError):
+    """A path would need a file to be a directory (``/memories/a.txt/b``)."""
+
+
+class IntegrityError(S3MemoryError):
+    """A stored object failed authentication.
+
+    Deliberately uninformative: tampered body or metadata, truncation, an object moved
+    from another path or tenant, and a wrong key all look the same to the caller.
+    """
+
+
+class ForeignObjectError(S3MemoryError):
+    """An object under the tenant's prefix that s3memory did not write (not encrypted)."""
+
+
+class StorageError(S3MemoryError, OSError):
+    """The object store (or KMS) failed. The original exception is the ``__cause__``."""
+
+
+class PreconditionFailedError(StorageError):
+    """A conditional request (If-Match / If-None-Match) did not hold."""
+
+
+class StorageAccessDeniedError(StorageError, PermissionError):
+    """The credentials in use may not perform the request."""
+
+
+class BucketNotFoundError(StorageError):
+    """The configured bucket does not exist."""
+
+
+class StorageUnavailableError(StorageError):
+    """Throttling, a timeout or a network failure that outlasted the retries."""

@@ -1,0 +1,89 @@
+"""Assembles an :class:`EncryptedMemory` from the public options (no anthropic import)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ._errors import ConfigurationError
+from ._keys import KeyCache, Keyring, KmsKeyring, KmsMasterKey, LocalMasterKey, TenantKeyring, process_key_cache
+from ._memory import EncryptedMemory, Limits
+from ._paths import TenantLayout
+from .stores import ObjectStore, S3Store
+
+KeyMode = Literal["tenant", "kms"]
+TENANT_KEY_OBJECT = "tenant-key"
+
+
+def default_kms_client(s3_client: Any | None = None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    region = getattr(getattr(s3_client, "meta", None), "region_name", None)
+    return boto3.client("kms", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3}))
+
+
+def open_memory(
+    *,
+    user_id: str,
+    bucket: str | None = None,
+    s3_client: Any | None = None,
+    store: ObjectStore | None = None,
+    prefix: str = "",
+    master_key: bytes | None = None,
+    kms_key_id: str | None = None,
+    kms_client: Any | None = None,
+    key_mode: KeyMode = "tenant",
+    limits: Limits | None = None,
+    key_cache: KeyCache | None = None,
+) -> EncryptedMemory:
+    """Build the memory of one user.
+
+    Args:
+        user_id: the tenant; validated (ASCII letters, digits, ``. _ @ + = -``).
+        bucket, s3_client: where to store (a default boto3 client if none is given).
+        store: any :class:`ObjectStore` instead of S3 (``LocalDirStore``, ``InMemoryStore``).
+        prefix: a bucket-wide key prefix ending in ``/`` (``""`` by default).
+        master_key: 32 random bytes that wrap each tenant key (tenant mode).
+        kms_key_id, kms_client: a KMS key that wraps each tenant key (tenant mode) or each
+            object's data key (``key_mode="kms"``).
+        key_mode: ``"tenant"`` (default; zero KMS calls per command once warm) or ``"kms"``
+            (one KMS data key per object; readable by the official S3 Encryption Client).
+        limits: size and path limits.
+        key_cache: where unwrapped keys are cached; by default one cache per process.
+
+    Raises:
+        ConfigurationError: for an invalid user id, master key or combination of options.
+    """
+    layout = TenantLayout(user_id, prefix)
+    if store is None:
+        if bucket is None:
+            raise ConfigurationError("give bucket=... (with s3_client=...) or store=...")
+        store = S3Store(bucket, s3_client)
+    elif bucket is not None:
+        raise ConfigurationError("give either bucket=... or store=..., not both")
+    cache = key_cache if key_cache is not None else process_key_cache()
+
+    keyring: Keyring
+    if key_mode == "tenant":
+        if (master_key is None) == (kms_key_id is None):
+            raise ConfigurationError("tenant key mode needs exactly one of master_key=... or kms_key_id=...")
+        if master_key is not None:
+            master: LocalMasterKey | KmsMasterKey = LocalMasterKey(master_key)
+        else:
+            assert kms_key_id is not None
+            master = KmsMasterKey(kms_client or default_kms_client(s3_client), kms_key_id)
+        keyring = TenantKeyring(
+            store=store,
+            tenant=layout.tenant,
+            tenant_key_object=layout.internal_prefix + TENANT_KEY_OBJECT,
+            master=master,
+            cache=cache,
+            store_identity=store.identity,
+        )
+    elif key_mode == "kms":
+        if kms_key_id is None or master_key is not None:
+            raise ConfigurationError('key_mode="kms" needs kms_key_id=... and no master_key')
+        keyring = KmsKeyring(kms_client=kms_client or default_kms_client(s3_client), key_id=kms_key_id, cache=cache)
+    else:
+        raise ConfigurationError(f'key_mode must be "tenant" or "kms", not {key_mode!r}')
+    return EncryptedMemory(store=store, layout=layout, keyring=keyring, limits=limits)

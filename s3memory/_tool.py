@@ -1,0 +1,135 @@
+"""The SDK adapters: ``BetaAbstractMemoryTool`` subclasses over :class:`EncryptedMemory`.
+
+This is the only module that imports ``anthropic``; ``import s3memory`` loads it lazily.
+Every error leaves as ``ToolError`` (so the tool runner answers with ``is_error: true``):
+s3memory's own errors with their contract strings, anything unexpected with a generic
+message and a log entry, never a raw traceback to the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+from anthropic.types.beta import (
+    BetaCacheControlEphemeralParam,
+    BetaMemoryTool20250818CreateCommand,
+    BetaMemoryTool20250818DeleteCommand,
+    BetaMemoryTool20250818InsertCommand,
+    BetaMemoryTool20250818RenameCommand,
+    BetaMemoryTool20250818StrReplaceCommand,
+    BetaMemoryTool20250818ViewCommand,
+)
+
+from ._errors import S3MemoryError
+from ._factory import open_memory
+from ._memory import EncryptedMemory
+
+log = logging.getLogger("s3memory")
+T = TypeVar("T")
+
+
+def _as_tool_error(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except S3MemoryError as exc:
+        raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        log.exception("unexpected error in the s3memory backend")
+        raise ToolError(f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).") from exc
+
+
+def _build(memory: EncryptedMemory | None, options: dict[str, Any]) -> EncryptedMemory:
+    if memory is not None:
+        if options:
+            raise TypeError("give either memory=... or the options to build one, not both")
+        return memory
+    return open_memory(**options)
+
+
+class S3MemoryTool(BetaAbstractMemoryTool):
+    """Claude's memory tool over encrypted S3 objects, one isolated memory per user.
+
+    Example::
+
+        tool = S3MemoryTool(bucket="my-bucket", user_id="alice", s3_client=s3, master_key=key)
+        runner = client.beta.messages.tool_runner(model=..., tools=[tool], messages=[...])
+
+    Takes the options of :func:`s3memory.open_memory` (keyword-only), or ``memory=`` an
+    already built :class:`EncryptedMemory`.
+    """
+
+    def __init__(
+        self,
+        *,
+        memory: EncryptedMemory | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self.memory = _build(memory, options)
+
+    def call(self, input: object) -> str:
+        return _as_tool_error(lambda: self.memory.execute(input))
+
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return _as_tool_error(lambda: self.memory.view(command.path, getattr(command, "view_range", None)))
+
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return _as_tool_error(lambda: self.memory.create(command.path, command.file_text))
+
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return _as_tool_error(lambda: self.memory.str_replace(command.path, command.old_str, command.new_str))
+
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return _as_tool_error(
+            lambda: self.memory.insert(command.path, command.insert_line, command.insert_text)
+        )
+
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return _as_tool_error(lambda: self.memory.delete(command.path))
+
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return _as_tool_error(lambda: self.memory.rename(command.old_path, command.new_path))
+
+
+class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
+    """The async flavour: the same backend, each command run in a worker thread."""
+
+    def __init__(
+        self,
+        *,
+        memory: EncryptedMemory | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self.memory = _build(memory, options)
+
+    async def _run(self, call: Callable[[], str]) -> str:
+        from anyio.to_thread import run_sync
+
+        return await run_sync(lambda: _as_tool_error(call))
+
+    async def call(self, input: object) -> str:
+        return await self._run(lambda: self.memory.execute(input))
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await self._run(lambda: self.memory.view(command.path, getattr(command, "view_range", None)))
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await self._run(lambda: self.memory.create(command.path, command.file_text))
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await self._run(lambda: self.memory.str_replace(command.path, command.old_str, command.new_str))
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await self._run(lambda: self.memory.insert(command.path, command.insert_line, command.insert_text))
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await self._run(lambda: self.memory.delete(command.path))
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await self._run(lambda: self.memory.rename(command.old_path, command.new_path))

@@ -1,0 +1,82 @@
+"""Layer 4: the object store interface. Stores see keys and bytes, never plaintext.
+
+Six primitive verbs, with preconditions as first-class options; everything else
+(directories, rename, recursion) is written once above them in ``_memory``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a listing or a HEAD returns. ``metadata`` is empty in listings."""
+
+    key: str
+    size: int
+    etag: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    body: bytes
+    etag: str
+    metadata: Mapping[str, str]
+
+
+class ObjectStore(ABC):
+    """Bytes under keys, with compare-and-swap preconditions.
+
+    Errors are s3memory errors: a lost precondition is ``PreconditionFailedError``, any
+    backend failure a ``StorageError``. A missing object is ``None``, not an error.
+    """
+
+    @abstractmethod
+    def get(self, key: str) -> StoredObject | None:
+        """The object's body, ETag and metadata, or ``None`` if there is none."""
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo | None:
+        """The object's size, ETag and metadata, or ``None``."""
+
+    @abstractmethod
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        metadata: Mapping[str, str],
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> str:
+        """Write the object; return its ETag.
+
+        ``if_none_match=True`` writes only if no object exists (``If-None-Match: *``);
+        ``if_match=etag`` only if the current ETag is ``etag``. Otherwise
+        ``PreconditionFailedError``, and nothing is written.
+        """
+
+    @abstractmethod
+    def copy(
+        self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None
+    ) -> str:
+        """Copy ``source``'s body to ``destination`` with new ``metadata``, inside the store
+        (the body is not downloaded). Overwrites ``destination``. ``if_match`` guards the
+        source; a missing source raises ``PreconditionFailedError``."""
+
+    @abstractmethod
+    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in key order (at most ``limit``)."""
+
+    @abstractmethod
+    def delete(self, keys: Sequence[str]) -> None:
+        """Delete the keys (batched as the backend allows). Missing keys are not an error."""
+
+    @property
+    def identity(self) -> str:
+        """A stable, non-secret name of where the data lives (used to key caches)."""
+        return f"{type(self).__name__}:{id(self)}"

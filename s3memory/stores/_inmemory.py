@@ -1,0 +1,72 @@
+"""A store in a dict: each instance owns its data. For tests and short-lived use."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+
+from .._errors import PreconditionFailedError
+from ._base import ObjectInfo, ObjectStore, StoredObject
+
+
+def _etag(body: bytes) -> str:
+    return '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
+
+
+class InMemoryStore(ObjectStore):
+    """Thread-safe; preconditions are exact, like S3's."""
+
+    def __init__(self) -> None:
+        self._objects: dict[str, StoredObject] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> StoredObject | None:
+        with self._lock:
+            return self._objects.get(key)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        with self._lock:
+            obj = self._objects.get(key)
+        return None if obj is None else ObjectInfo(key, len(obj.body), obj.etag, dict(obj.metadata))
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        metadata: Mapping[str, str],
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> str:
+        with self._lock:
+            current = self._objects.get(key)
+            if if_none_match and current is not None:
+                raise PreconditionFailedError("Error: the object already exists")
+            if if_match is not None and (current is None or current.etag != if_match):
+                raise PreconditionFailedError("Error: the object changed concurrently")
+            obj = StoredObject(bytes(body), _etag(body), dict(metadata))
+            self._objects[key] = obj
+            return obj.etag
+
+    def copy(
+        self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None
+    ) -> str:
+        with self._lock:
+            current = self._objects.get(source)
+            if current is None or (if_match is not None and current.etag != if_match):
+                raise PreconditionFailedError("Error: the source object changed concurrently")
+            self._objects[destination] = StoredObject(current.body, current.etag, dict(metadata))
+            return current.etag
+
+    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
+        with self._lock:
+            keys = sorted(k for k in self._objects if k.startswith(prefix))
+            found = [(k, self._objects[k]) for k in keys[:limit]]
+        for key, obj in found:
+            yield ObjectInfo(key, len(obj.body), obj.etag)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._objects.pop(key, None)

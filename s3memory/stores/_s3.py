@@ -1,0 +1,145 @@
+"""The S3 store (boto3). Every botocore error is mapped through ``_aws_errors``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from .._aws_errors import map_aws_error
+from .._errors import PreconditionFailedError, StorageError
+from ._base import ObjectInfo, ObjectStore, StoredObject
+
+DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
+
+
+def default_s3_client(*, endpoint_url: str | None = None, region_name: str | None = None) -> Any:
+    """A boto3 S3 client with retries configured on purpose: the standard mode retries
+    throttling and transient errors with jittered backoff, three attempts."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=32)
+    return boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name, config=config)
+
+
+def _is_missing(exc: Exception) -> bool:
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("NoSuchKey", "404", "NotFound") or status == 404 and code != "NoSuchBucket"
+
+
+class S3Store(ObjectStore):
+    """Objects in ``bucket`` through a boto3 S3 client (taken as given, never wrapped)."""
+
+    def __init__(self, bucket: str, client: Any | None = None) -> None:
+        if not isinstance(bucket, str) or not bucket:
+            from .._errors import ConfigurationError
+
+            raise ConfigurationError("bucket must be a non-empty string")
+        self.bucket = bucket
+        self.client = client if client is not None else default_s3_client()
+
+    @property
+    def identity(self) -> str:
+        return f"s3:{getattr(self.client.meta, 'endpoint_url', '')}/{self.bucket}"
+
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return getattr(self.client, operation)(Bucket=self.bucket, **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise map_aws_error(exc, operation) from exc
+
+    def get(self, key: str) -> StoredObject | None:
+        try:
+            response = self._call("get_object", Key=key)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
+                return None
+            raise
+        try:
+            body = response["Body"].read()
+        except Exception as exc:  # a broken stream is a transient storage failure
+            raise map_aws_error(exc, "get_object") from exc
+        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})))
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            response = self._call("head_object", Key=key)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
+                return None
+            raise
+        return ObjectInfo(key, response["ContentLength"], response["ETag"], dict(response.get("Metadata", {})))
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        metadata: Mapping[str, str],
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> str:
+        kwargs: dict[str, Any] = {"Key": key, "Body": body, "Metadata": dict(metadata)}
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        try:
+            return str(self._call("put_object", **kwargs)["ETag"])
+        except StorageError as exc:
+            # If-Match on a key that is gone answers 404 on S3: the same lost race.
+            if if_match is not None and isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
+                raise PreconditionFailedError("Error: the object changed concurrently") from exc
+            raise
+
+    def copy(
+        self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None
+    ) -> str:
+        kwargs: dict[str, Any] = {
+            "Key": destination,
+            "CopySource": {"Bucket": self.bucket, "Key": source},
+            "MetadataDirective": "REPLACE",
+            "Metadata": dict(metadata),
+        }
+        if if_match is not None:
+            kwargs["CopySourceIfMatch"] = if_match
+        try:
+            response = self._call("copy_object", **kwargs)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
+                raise PreconditionFailedError("Error: the source object is gone") from exc
+            raise
+        return str(response.get("CopyObjectResult", {}).get("ETag", ""))
+
+    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
+        kwargs: dict[str, Any] = {"Prefix": prefix}
+        if limit is not None:
+            kwargs["MaxKeys"] = min(limit, 1000)
+        yielded = 0
+        while True:
+            response = self._call("list_objects_v2", **kwargs)
+            for item in response.get("Contents", []):
+                yield ObjectInfo(item["Key"], item["Size"], item.get("ETag", ""))
+                yielded += 1
+                if limit is not None and yielded >= limit:
+                    return
+            if not response.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = response["NextContinuationToken"]
+
+    def delete(self, keys: Sequence[str]) -> None:
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start : start + DELETE_BATCH]
+            response = self._call(
+                "delete_objects", Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+            )
+            errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+            if errors:
+                raise StorageError(
+                    f"Error: Memory storage failed during delete_objects: "
+                    f"{len(errors)} of {len(batch)} objects could not be deleted ({errors[0].get('Code')})."
+                )
