@@ -1,0 +1,114 @@
+"""Shared fixtures: moto-backed S3 and KMS, and one memory per backend flavour.
+
+Every test that takes ``memory`` runs against each flavour: the in-memory store, the
+local directory store, and S3 (moto) in tenant-key mode with a local master key, in
+tenant-key mode with a KMS master key, and in KMS-per-object mode.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from s3memory import EncryptedMemory, InMemoryStore, KeyCache, LocalDirStore, open_memory
+
+BUCKET = "s3memory-test-bucket"
+REGION = "us-east-1"
+MASTER_KEY = bytes(range(32))
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's mock of every AWS service, with fake credentials that cannot reach AWS."""
+    from moto import mock_aws
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def s3_client(aws: None) -> Any:
+    import boto3
+
+    client = boto3.client("s3", region_name=REGION)
+    client.create_bucket(Bucket=BUCKET)
+    return client
+
+
+@pytest.fixture
+def kms_client(aws: None) -> Any:
+    import boto3
+
+    return boto3.client("kms", region_name=REGION)
+
+
+@pytest.fixture
+def kms_key_id(kms_client: Any) -> str:
+    return str(kms_client.create_key(Description="s3memory test key")["KeyMetadata"]["Arn"])
+
+
+FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms"]
+
+
+@pytest.fixture
+def make_memory(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., EncryptedMemory]:
+    """``make_memory(flavour, user_id="alice", **options)``: a fresh memory; every call with
+    the same flavour in one test shares the same underlying bucket/store."""
+    shared: dict[str, Any] = {}
+
+    def make(flavour: str, user_id: str = "alice", **options: Any) -> EncryptedMemory:
+        options.setdefault("key_cache", KeyCache())
+        if flavour == "inmemory":
+            store = shared.setdefault("inmemory", InMemoryStore())
+            return open_memory(user_id=user_id, store=store, master_key=MASTER_KEY, **options)
+        if flavour == "localdir":
+            store = shared.setdefault("localdir", LocalDirStore(tmp_path / "store"))
+            return open_memory(user_id=user_id, store=store, master_key=MASTER_KEY, **options)
+        s3 = shared.get("s3") or shared.setdefault("s3", request.getfixturevalue("s3_client"))
+        if flavour == "s3-tenant-local":
+            return open_memory(user_id=user_id, bucket=BUCKET, s3_client=s3, master_key=MASTER_KEY, **options)
+        kms = request.getfixturevalue("kms_client")
+        key_id = request.getfixturevalue("kms_key_id")
+        if flavour == "s3-tenant-kms":
+            return open_memory(
+                user_id=user_id, bucket=BUCKET, s3_client=s3, kms_key_id=key_id, kms_client=kms, **options
+            )
+        if flavour == "s3-kms":
+            return open_memory(
+                user_id=user_id,
+                bucket=BUCKET,
+                s3_client=s3,
+                kms_key_id=key_id,
+                kms_client=kms,
+                key_mode="kms",
+                **options,
+            )
+        raise ValueError(flavour)
+
+    return make
+
+
+@pytest.fixture(params=FLAVOURS)
+def flavour(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def memory(make_memory: Callable[..., EncryptedMemory], flavour: str) -> EncryptedMemory:
+    return make_memory(flavour)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Never let a test talk to real AWS, whatever the developer's shell has configured.
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
