@@ -70,9 +70,13 @@ def map_aws_error(exc: BaseException, operation: str) -> S3MemoryError:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        cls, text = ERROR_TABLE.get(code) or ERROR_TABLE.get(str(status)) or (
-            StorageError,
-            f"the request failed ({code or status})",
+        cls, text = (
+            ERROR_TABLE.get(code)
+            or ERROR_TABLE.get(str(status))
+            or (
+                StorageError,
+                f"the request failed ({code or status})",
+            )
         )
         return cls(f"Error: Memory storage failed during {operation}: {text}.")
     if isinstance(exc, NoCredentialsError):

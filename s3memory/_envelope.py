@@ -150,9 +150,7 @@ def _context(value: object) -> dict[str, str]:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
         raise IntegrityError() from None
-    if not isinstance(parsed, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
-    ):
+    if not isinstance(parsed, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()):
         raise IntegrityError()
     return parsed
 

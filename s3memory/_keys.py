@@ -193,9 +193,7 @@ class KmsMasterKey(MasterKey):
         return bytes(response["CiphertextBlob"])
 
     def unwrap(self, wrapped: bytes, context: dict[str, str]) -> bytes:
-        response = _kms_call(
-            self._kms, "decrypt", KeyId=self.key_id, CiphertextBlob=wrapped, EncryptionContext=context
-        )
+        response = _kms_call(self._kms, "decrypt", KeyId=self.key_id, CiphertextBlob=wrapped, EncryptionContext=context)
         return bytes(response["Plaintext"])
 
 
@@ -373,9 +371,7 @@ class KmsKeyring(Keyring):
 
     def wrap(self, data_key: bytes, binding: dict[str, str]) -> WrappedKey:
         context = self._kms_context(binding)
-        response = _kms_call(
-            self._kms, "encrypt", KeyId=self.key_id, Plaintext=data_key, EncryptionContext=context
-        )
+        response = _kms_call(self._kms, "encrypt", KeyId=self.key_id, Plaintext=data_key, EncryptionContext=context)
         blob = bytes(response["CiphertextBlob"])
         self._cache.put(self._cache_key(blob, context), data_key)
         return WrappedKey(self.algorithm, blob, context)

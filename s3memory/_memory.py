@@ -144,9 +144,7 @@ class EncryptedMemory:
         if self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(
-                        max_workers=self.limits.max_workers, thread_name_prefix="s3memory"
-                    )
+                    self._pool = ThreadPoolExecutor(max_workers=self.limits.max_workers, thread_name_prefix="s3memory")
         futures = [self._pool.submit(call) for call in calls]
         wait(futures)
         return [f.result() for f in futures]
@@ -176,15 +174,16 @@ class EncryptedMemory:
             )
         return data
 
-    def _decrypt(self, path: MemoryPath, shown_path: str, body: bytes, metadata: Mapping[str, str]) -> tuple[bytes, bytes, envelope.EnvelopeHeader]:
+    def _decrypt(
+        self, path: MemoryPath, shown_path: str, body: bytes, metadata: Mapping[str, str]
+    ) -> tuple[bytes, bytes, envelope.EnvelopeHeader]:
         try:
             header = envelope.parse_header(metadata)
             data_key = self.keyring.unwrap(header.wrapped_key, self._binding(path))
             return envelope.open_body(body, data_key, header), data_key, header
         except ForeignObjectError:
             raise ForeignObjectError(
-                f"Error: The file {shown_path} was not written by s3memory (it is not encrypted) "
-                "and cannot be read."
+                f"Error: The file {shown_path} was not written by s3memory (it is not encrypted) and cannot be read."
             ) from None
         except IntegrityError as exc:
             if exc.args:  # a tenant-key problem already says what it is
@@ -237,9 +236,7 @@ class EncryptedMemory:
             "rename": ("old_path", "new_path"),
         }
         if name not in required:
-            raise InvalidCommandError(
-                f"Error: Unknown command {name!r}. Use one of: {', '.join(COMMANDS)}."
-            )
+            raise InvalidCommandError(f"Error: Unknown command {name!r}. Use one of: {', '.join(COMMANDS)}.")
         for parameter in required[name]:
             if command.get(parameter) is None:
                 raise InvalidCommandError(f"Error: Missing required parameter `{parameter}` for command `{name}`.")
@@ -280,7 +277,8 @@ class EncryptedMemory:
                 or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)
             ):
                 raise InvalidCommandError(
-                    f"Error: Invalid `view_range` parameter: {view_range!r}. It should be a list of two integers [start, end]."
+                    f"Error: Invalid `view_range` parameter: {view_range!r}. "
+                    "It should be a list of two integers [start, end]."
                 )
             start, end = view_range
             if not (1 <= start <= len(lines)) or (end != -1 and end < start):
@@ -339,7 +337,7 @@ class EncryptedMemory:
         )
         if is_dir:
             raise PathExistsError(f"Error: File {path} already exists")
-        for ancestor, head in zip(parsed.ancestors(), ancestor_heads):
+        for ancestor, head in zip(parsed.ancestors(), ancestor_heads, strict=True):
             if head is not None:
                 raise NotADirectoryConflict(
                     f"Error: Cannot create {path}: {ancestor.display} is a file, not a directory"
@@ -383,9 +381,7 @@ class EncryptedMemory:
         def apply(content: str) -> tuple[str, str]:
             count = content.count(old_str)
             if count == 0:
-                raise EditError(
-                    f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}."
-                )
+                raise EditError(f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
             if count > 1:
                 line_numbers, start = [], 0
                 while (position := content.find(old_str, start)) != -1:
@@ -473,7 +469,7 @@ class EncryptedMemory:
             raise PathNotFoundError(f"Error: The path {old_path} does not exist")
         if new_head is not None or new_is_dir:
             raise PathExistsError(f"Error: The destination {new_path} already exists")
-        for ancestor, head in zip(new.ancestors(), ancestor_heads):
+        for ancestor, head in zip(new.ancestors(), ancestor_heads, strict=True):
             if head is not None:
                 raise NotADirectoryConflict(
                     f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"

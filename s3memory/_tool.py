@@ -84,9 +84,7 @@ class S3MemoryTool(BetaAbstractMemoryTool):
         return _as_tool_error(lambda: self.memory.str_replace(command.path, command.old_str, command.new_str))
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        return _as_tool_error(
-            lambda: self.memory.insert(command.path, command.insert_line, command.insert_text)
-        )
+        return _as_tool_error(lambda: self.memory.insert(command.path, command.insert_line, command.insert_text))
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
         return _as_tool_error(lambda: self.memory.delete(command.path))

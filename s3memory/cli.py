@@ -90,14 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bucket", default=env("S3MEMORY_BUCKET"), help="use this S3 bucket [S3MEMORY_BUCKET]")
     parser.add_argument("--prefix", default=env("S3MEMORY_PREFIX", ""), help="key prefix in the bucket, ending in /")
     parser.add_argument("--kms-key-id", default=env("S3MEMORY_KMS_KEY_ID"), help="KMS key id, ARN or alias")
-    parser.add_argument("--key-mode", choices=["tenant", "kms"], default="tenant", help="tenant key (default) or KMS per object")
+    parser.add_argument(
+        "--key-mode", choices=["tenant", "kms"], default="tenant", help="tenant key (default) or KMS per object"
+    )
     parser.add_argument("--endpoint-url", default=env("S3MEMORY_ENDPOINT_URL"), help="S3/KMS endpoint URL")
     parser.add_argument("--region", default=None, help="AWS region")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     view = commands.add_parser("view", help="list a directory or show a file")
     view.add_argument("path")
-    view.add_argument("--range", nargs=2, type=int, metavar=("START", "END"), help="lines START..END (END -1: to the end)")
+    view.add_argument(
+        "--range", nargs=2, type=int, metavar=("START", "END"), help="lines START..END (END -1: to the end)"
+    )
     create = commands.add_parser("create", help="create a file (TEXT, or standard input if omitted)")
     create.add_argument("path")
     create.add_argument("text", nargs="?")

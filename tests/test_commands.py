@@ -62,7 +62,13 @@ def test_view_subdirectory_and_trailing_slash(memory: EncryptedMemory) -> None:
     memory.create("/memories/d/x.md", "abc")
     memory.create("/memories/d/e/y.md", "")
     listing = "\n".join(
-        [LISTING_HEADER.format("/memories/d"), "3B\t/memories/d", "0B\t/memories/d/e/", "0B\t/memories/d/e/y.md", "3B\t/memories/d/x.md"]
+        [
+            LISTING_HEADER.format("/memories/d"),
+            "3B\t/memories/d",
+            "0B\t/memories/d/e/",
+            "0B\t/memories/d/e/y.md",
+            "3B\t/memories/d/x.md",
+        ]
     )
     assert memory.view("/memories/d") == listing
     assert memory.view("/memories/d/") == listing
@@ -212,7 +218,8 @@ def test_str_replace_multiple(memory: EncryptedMemory) -> None:
     memory.create("/memories/p.txt", "cat\ndog\ncat cat\n")
     error = error_of(memory.str_replace, "/memories/p.txt", "cat", "y")
     assert str(error) == (
-        "No replacement was performed. Multiple occurrences of old_str `cat` in lines: 1, 3, 3. Please ensure it is unique"
+        "No replacement was performed. Multiple occurrences of old_str `cat` in lines: 1, 3, 3. "
+        "Please ensure it is unique"
     )
     assert memory.view("/memories/p.txt").splitlines()[1] == "     1\tcat"
 
@@ -293,7 +300,11 @@ def test_delete_directory_recursively(memory: EncryptedMemory) -> None:
         memory.create(f"/memories/d/sub{i % 3}/f{i}.md", str(i))
     memory.create("/memories/d2/keep.md", "keep")
     assert memory.delete("/memories/d") == "Successfully deleted /memories/d"
-    assert memory.view("/memories").splitlines()[1:] == ["4B\t/memories", "4B\t/memories/d2/", "4B\t/memories/d2/keep.md"]
+    assert memory.view("/memories").splitlines()[1:] == [
+        "4B\t/memories",
+        "4B\t/memories/d2/",
+        "4B\t/memories/d2/keep.md",
+    ]
     assert isinstance(error_of(memory.view, "/memories/d"), PathNotFoundError)
 
 
@@ -338,15 +349,23 @@ def test_rename_errors(memory: EncryptedMemory) -> None:
     memory.create("/memories/a.txt", "a")
     memory.create("/memories/b.txt", "b")
     memory.create("/memories/d/x", "x")
-    assert str(error_of(memory.rename, "/memories/none", "/memories/z")) == "Error: The path /memories/none does not exist"
+    assert (
+        str(error_of(memory.rename, "/memories/none", "/memories/z")) == "Error: The path /memories/none does not exist"
+    )
     assert str(error_of(memory.rename, "/memories/a.txt", "/memories/b.txt")) == (
         "Error: The destination /memories/b.txt already exists"
     )
-    assert str(error_of(memory.rename, "/memories/a.txt", "/memories/d")) == "Error: The destination /memories/d already exists"
+    assert (
+        str(error_of(memory.rename, "/memories/a.txt", "/memories/d"))
+        == "Error: The destination /memories/d already exists"
+    )
     assert str(error_of(memory.rename, "/memories/a.txt", "/memories/a.txt")) == (
         "Error: The destination /memories/a.txt already exists"
     )
-    assert str(error_of(memory.rename, "/memories", "/memories/x")) == "Error: Cannot rename the /memories directory itself"
+    assert (
+        str(error_of(memory.rename, "/memories", "/memories/x"))
+        == "Error: Cannot rename the /memories directory itself"
+    )
     assert str(error_of(memory.rename, "/memories/d", "/memories/d/sub")) == (
         "Error: Cannot move /memories/d into itself (/memories/d/sub)"
     )
@@ -367,7 +386,10 @@ def test_rename_errors(memory: EncryptedMemory) -> None:
 
 def test_execute_dispatches_every_command(memory: EncryptedMemory) -> None:
     run = memory.execute
-    assert run({"command": "create", "path": "/memories/x", "file_text": "1\n2\n"}) == "File created successfully at: /memories/x"
+    assert (
+        run({"command": "create", "path": "/memories/x", "file_text": "1\n2\n"})
+        == "File created successfully at: /memories/x"
+    )
     assert run({"command": "view", "path": "/memories/x", "view_range": [2, -1]}).endswith("     2\t2\n     3\t")
     assert run({"command": "str_replace", "path": "/memories/x", "old_str": "1", "new_str": "one"}).startswith(
         "The memory file has been edited."
@@ -386,13 +408,25 @@ def test_execute_dispatches_every_command(memory: EncryptedMemory) -> None:
     [
         ("view /memories", "Error: The tool input must be an object with a `command` field."),
         ({}, "Error: Unknown command None. Use one of: view, create, str_replace, insert, delete, rename."),
-        ({"command": "chmod", "path": "/memories"}, "Error: Unknown command 'chmod'. Use one of: view, create, str_replace, insert, delete, rename."),
+        (
+            {"command": "chmod", "path": "/memories"},
+            "Error: Unknown command 'chmod'. Use one of: view, create, str_replace, insert, delete, rename.",
+        ),
         ({"command": "view"}, "Error: Missing required parameter `path` for command `view`."),
-        ({"command": "create", "path": "/memories/a"}, "Error: Missing required parameter `file_text` for command `create`."),
-        ({"command": "rename", "old_path": "/memories/a"}, "Error: Missing required parameter `new_path` for command `rename`."),
+        (
+            {"command": "create", "path": "/memories/a"},
+            "Error: Missing required parameter `file_text` for command `create`.",
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/a"},
+            "Error: Missing required parameter `new_path` for command `rename`.",
+        ),
         ({"command": "create", "path": 5, "file_text": "x"}, "Error: The path must be a string, got int"),
         ({"command": "create", "path": "/memories/a", "file_text": 5}, "Error: `file_text` must be a string."),
-        ({"command": "insert", "path": "/memories/a", "insert_line": "1", "insert_text": "x"}, "Error: `insert_line` must be an integer."),
+        (
+            {"command": "insert", "path": "/memories/a", "insert_line": "1", "insert_text": "x"},
+            "Error: `insert_line` must be an integer.",
+        ),
     ],
 )
 def test_execute_refuses_malformed_input(memory: EncryptedMemory, command: object, message: str) -> None:

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import BUCKET
 
 from s3memory import InMemoryStore, LocalDirStore, ObjectStore, PreconditionFailedError, S3Store, StorageError
-
-from conftest import BUCKET
 
 
 @pytest.fixture(params=["inmemory", "localdir", "s3"])

@@ -61,9 +61,7 @@ class ObjectStore(ABC):
         """
 
     @abstractmethod
-    def copy(
-        self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None
-    ) -> str:
+    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
         """Copy ``source``'s body to ``destination`` with new ``metadata``, inside the store
         (the body is not downloaded). Overwrites ``destination``. ``if_match`` guards the
         source; a missing source raises ``PreconditionFailedError``."""

@@ -49,9 +49,7 @@ class InMemoryStore(ObjectStore):
             self._objects[key] = obj
             return obj.etag
 
-    def copy(
-        self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None
-    ) -> str:
+    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
         with self._lock:
             current = self._objects.get(source)
             if current is None or (if_match is not None and current.etag != if_match):

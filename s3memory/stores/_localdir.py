@@ -43,12 +43,7 @@ class LocalDirStore(ObjectStore):
     # -- key <-> file ---------------------------------------------------------------
     def _file(self, key: str) -> Path:
         parts = key.split("/")
-        if (
-            not key
-            or "\x00" in key
-            or key.startswith(".")
-            or any(p in ("", ".", "..") for p in parts)
-        ):
+        if not key or "\x00" in key or key.startswith(".") or any(p in ("", ".", "..") for p in parts):
             raise StorageError(f"Error: the key {key!r} cannot be stored in a local directory")
         return self.root.joinpath(*parts)
 
@@ -150,9 +145,7 @@ class LocalDirStore(ObjectStore):
             self._write(path, body, metadata)
         return _etag(body)
 
-    def copy(
-        self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None
-    ) -> str:
+    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
         with self._locked():
             current = self.get(source)
             if current is None or (if_match is not None and current.etag != if_match):

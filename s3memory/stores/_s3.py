@@ -26,7 +26,7 @@ def _is_missing(exc: Exception) -> bool:
     response = getattr(exc, "response", None) or {}
     code = str(response.get("Error", {}).get("Code", ""))
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return code in ("NoSuchKey", "404", "NotFound") or status == 404 and code != "NoSuchBucket"
+    return code in ("NoSuchKey", "404", "NotFound") or (status == 404 and code != "NoSuchBucket")
 
 
 class S3Store(ObjectStore):
@@ -96,9 +96,7 @@ class S3Store(ObjectStore):
                 raise PreconditionFailedError("Error: the object changed concurrently") from exc
             raise
 
-    def copy(
-        self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None
-    ) -> str:
+    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
         kwargs: dict[str, Any] = {
             "Key": destination,
             "CopySource": {"Bucket": self.bucket, "Key": source},
@@ -134,9 +132,7 @@ class S3Store(ObjectStore):
     def delete(self, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start : start + DELETE_BATCH]
-            response = self._call(
-                "delete_objects", Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
-            )
+            response = self._call("delete_objects", Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
             errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
             if errors:
                 raise StorageError(

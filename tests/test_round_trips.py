@@ -1,0 +1,148 @@
+"""Requests per command, counted at the boto3 client (deterministic, so asserted exactly).
+
+The budget is in DESIGN.md ("Round trips: the budget"). Latency is for bench/, not tests.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from conftest import BUCKET, MASTER_KEY
+
+from s3memory import KeyCache, open_memory
+
+
+class Meter:
+    """Counts API operations made through the given boto3 clients."""
+
+    def __init__(self, *clients: Any) -> None:
+        self.calls: Counter[str] = Counter()
+        for client in clients:
+            client.meta.events.register("before-call", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        self.calls[model.name] += 1
+
+    def take(self) -> dict[str, int]:
+        taken = dict(self.calls)
+        self.calls.clear()
+        return taken
+
+
+@pytest.fixture
+def tenant_mode(s3_client: Any, kms_client: Any, kms_key_id: str) -> tuple[Any, Meter]:
+    memory = open_memory(
+        user_id="alice",
+        bucket=BUCKET,
+        s3_client=s3_client,
+        kms_key_id=kms_key_id,
+        kms_client=kms_client,
+        key_cache=KeyCache(),
+    )
+    return memory, Meter(s3_client, kms_client)
+
+
+def test_first_command_creates_the_tenant_key_once(tenant_mode: tuple[Any, Meter]) -> None:
+    memory, meter = tenant_mode
+    memory.create("/memories/a.md", "x")
+    assert meter.take() == {"ListObjectsV2": 1, "GetObject": 1, "PutObject": 2, "Encrypt": 1}
+    memory.create("/memories/b.md", "x")
+    assert meter.take() == {"ListObjectsV2": 1, "PutObject": 1}
+
+
+def test_a_cold_process_unwraps_the_tenant_key_with_one_kms_call(
+    s3_client: Any, kms_client: Any, kms_key_id: str
+) -> None:
+    options = {
+        "user_id": "alice",
+        "bucket": BUCKET,
+        "s3_client": s3_client,
+        "kms_key_id": kms_key_id,
+        "kms_client": kms_client,
+    }
+    open_memory(key_cache=KeyCache(), **options).create("/memories/a.md", "x")
+    meter = Meter(s3_client, kms_client)
+    cold = open_memory(key_cache=KeyCache(), **options)
+    cold.view("/memories/a.md")
+    assert meter.take() == {"GetObject": 2, "Decrypt": 1}
+    cold.view("/memories/a.md")
+    assert meter.take() == {"GetObject": 1}
+
+
+def test_warm_tenant_mode_request_budget(tenant_mode: tuple[Any, Meter]) -> None:
+    memory, meter = tenant_mode
+    memory.create("/memories/warmup", "x")
+    memory.create("/memories/d/x.md", "1\n2\n")
+    meter.take()
+
+    memory.view("/memories/d/x.md")
+    assert meter.take() == {"GetObject": 1}
+    memory.view("/memories")
+    assert meter.take() == {"ListObjectsV2": 1}
+    memory.view("/memories/d")
+    assert meter.take() == {"GetObject": 1, "ListObjectsV2": 1}
+    memory.create("/memories/d/e/f.md", "x")  # a directory check and two ancestor checks, concurrently
+    assert meter.take() == {"ListObjectsV2": 1, "HeadObject": 2, "PutObject": 1}
+    memory.str_replace("/memories/d/x.md", "1", "one")
+    assert meter.take() == {"GetObject": 1, "PutObject": 1}
+    memory.insert("/memories/d/x.md", 0, "zero")
+    assert meter.take() == {"GetObject": 1, "PutObject": 1}
+    memory.rename("/memories/d/x.md", "/memories/y.md")
+    assert meter.take() == {"HeadObject": 2, "ListObjectsV2": 2, "CopyObject": 1, "DeleteObjects": 1}
+    memory.delete("/memories/y.md")
+    assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1}
+
+
+def test_rename_and_delete_of_a_directory_scale_per_file(tenant_mode: tuple[Any, Meter]) -> None:
+    memory, meter = tenant_mode
+    for i in range(25):
+        memory.create(f"/memories/big/f{i:02d}.md", str(i))
+    meter.take()
+    memory.rename("/memories/big", "/memories/moved")
+    # the source key itself, the listing, destination checks; then per file HEAD + COPY
+    assert meter.take() == {"HeadObject": 2 + 25, "ListObjectsV2": 2, "CopyObject": 25, "DeleteObjects": 1}
+    memory.delete("/memories/moved")
+    assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1}
+
+
+def test_kms_per_object_mode_reuses_data_keys(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
+    memory = open_memory(
+        user_id="alice",
+        bucket=BUCKET,
+        s3_client=s3_client,
+        kms_key_id=kms_key_id,
+        kms_client=kms_client,
+        key_mode="kms",
+        key_cache=KeyCache(),
+    )
+    meter = Meter(s3_client, kms_client)
+    memory.create("/memories/a.md", "x")
+    assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1}
+    memory.str_replace("/memories/a.md", "x", "y")  # the data key was cached at creation
+    assert meter.take() == {"GetObject": 1, "PutObject": 1}
+    cold = open_memory(
+        user_id="alice",
+        bucket=BUCKET,
+        s3_client=s3_client,
+        kms_key_id=kms_key_id,
+        kms_client=kms_client,
+        key_mode="kms",
+        key_cache=KeyCache(),
+    )
+    cold.view("/memories/a.md")
+    assert meter.take() == {"GetObject": 1, "Decrypt": 1}
+    cold.view("/memories/a.md")
+    assert meter.take() == {"GetObject": 1}
+
+
+def test_local_master_key_mode_never_calls_kms(s3_client: Any, kms_client: Any) -> None:
+    memory = open_memory(
+        user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
+    )
+    meter = Meter(s3_client, kms_client)
+    memory.create("/memories/a.md", "x")
+    memory.view("/memories/a.md")
+    calls = meter.take()
+    assert not {"Encrypt", "Decrypt", "GenerateDataKey"} & calls.keys()
