@@ -247,7 +247,7 @@ class TenantKeyring(Keyring):
             if cached is None:
                 cached = self._load() or self._create()
                 self._cache.put(self._cache_key, cached)
-            return cached  # type: ignore[no-any-return]
+            return cached
 
     def _load(self) -> tuple[str, bytes] | None:
         stored = self._store.get(self._object_key)

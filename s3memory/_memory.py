@@ -11,6 +11,7 @@ Independent requests of one command are issued concurrently (see ``_parallel``).
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -219,7 +220,7 @@ class EncryptedMemory:
         return any(True for _ in self.store.list(self.layout.dir_prefix(directory), limit=1))
 
     def _head_ancestors(self, path: MemoryPath) -> list[Callable[[], ObjectInfo | None]]:
-        return [lambda a=a: self.store.head(self.layout.key_for(a)) for a in path.ancestors()]
+        return [functools.partial(self.store.head, self.layout.key_for(a)) for a in path.ancestors()]
 
     # -- dispatch ----------------------------------------------------------------------
     def execute(self, command: object) -> str:
