@@ -35,7 +35,7 @@ from ._errors import (
     StorageUnavailableError,
 )
 from ._keys import Keyring
-from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, TenantLayout, parse_path
+from ._paths import DEFAULT_MAX_PATH_BYTES, MAX_S3_KEY_BYTES, MemoryPath, TenantLayout, parse_path
 from .stores import ObjectInfo, ObjectStore
 
 T = TypeVar("T")
@@ -236,7 +236,7 @@ class EncryptedMemory:
             "delete": ("path",),
             "rename": ("old_path", "new_path"),
         }
-        if name not in required:
+        if not isinstance(name, str) or name not in required:
             raise InvalidCommandError(f"Error: Unknown command {name!r}. Use one of: {', '.join(COMMANDS)}.")
         for parameter in required[name]:
             if command.get(parameter) is None:
@@ -487,10 +487,11 @@ class EncryptedMemory:
             target_path = None
             if source_path is not None:
                 target_path = new.child(source_path.relative[len(old.relative) + 1 :])
-                if len(target_path.relative.encode("utf-8")) > self.limits.max_path_bytes:
+                too_long = len(target_path.relative.encode("utf-8")) > self.limits.max_path_bytes
+                if too_long or len(self.layout.key_for_unchecked(target_path).encode("utf-8")) > MAX_S3_KEY_BYTES:
                     raise InvalidPathError(
                         f"Error: Cannot rename {old_path} to {new_path}: {target_path.display} would be "
-                        f"longer than {self.limits.max_path_bytes} bytes. Nothing was changed."
+                        "too long. Nothing was changed."
                     )
             moves.append((info.key, new_prefix + suffix, source_path, target_path, None))
 

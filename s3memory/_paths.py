@@ -105,6 +105,8 @@ def parse_path(path: object, *, max_path_bytes: int = DEFAULT_MAX_PATH_BYTES) ->
     rest = path[len(ROOT) + 1 :]
     if rest.endswith("/"):
         rest = rest[:-1]
+        if rest == "":
+            raise _refuse(path, "empty path segments ('//') are not allowed")
     if rest == "":
         return MemoryPath("")
     try:
@@ -183,10 +185,13 @@ class TenantLayout:
         """The object key of a file at ``path`` (never the root)."""
         if path.is_root:
             raise InvalidPathError("Error: /memories is a directory, not a file")
-        key = self.memory_prefix + path.relative
+        key = self.key_for_unchecked(path)
         if len(key.encode("utf-8")) > MAX_S3_KEY_BYTES:
             raise _refuse(path.display, "the path is too long for an object key")
         return key
+
+    def key_for_unchecked(self, path: MemoryPath) -> str:
+        return self.memory_prefix + path.relative
 
     def dir_prefix(self, path: MemoryPath) -> str:
         """The key prefix of everything below the directory ``path``."""

@@ -247,11 +247,6 @@ def test_path_for_key_ignores_keys_no_valid_path_maps_to(key: str) -> None:
     assert LAYOUT.path_for_key(key) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: '/memories//' (root followed by an empty segment) is accepted as the root, "
-    "although '/memories//a' and '/memories/a//' are refused and only one trailing '/' is meant to be ignored",
-)
 def test_root_with_double_slash_refused() -> None:
     with pytest.raises(InvalidPathError):
         parse_path("/memories//")
@@ -402,7 +397,9 @@ def test_property_tenant_ids(tenant: str) -> None:
 
 
 @settings(max_examples=500, **PROPERTY_SETTINGS)
-@given(tenant_ids, st.one_of(tenant_ids, st.builds(lambda t, s: t + s, tenant_ids, st.sampled_from(["2", "-x", ".", "@"]))))
+@given(
+    tenant_ids, st.one_of(tenant_ids, st.builds(lambda t, s: t + s, tenant_ids, st.sampled_from(["2", "-x", ".", "@"])))
+)
 def test_property_tenant_prefixes_never_nest(first: str, second: str) -> None:
     try:
         validate_tenant(second)
