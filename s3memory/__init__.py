@@ -27,6 +27,7 @@ from ._errors import (
     StorageAccessDeniedError,
     StorageError,
     StorageUnavailableError,
+    TenantKeyError,
 )
 from ._factory import open_memory
 from ._keys import KeyCache, generate_master_key
@@ -66,6 +67,7 @@ __all__ = [
     "StorageAccessDeniedError",
     "StorageError",
     "StorageUnavailableError",
+    "TenantKeyError",
     "TenantLayout",
     "binding_context",
     "format_size",

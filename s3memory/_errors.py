@@ -15,6 +15,7 @@ inherits the Python built-in that a caller would naturally catch::
     ├── PathExistsError (FileExistsError)
     ├── NotADirectoryConflict (NotADirectoryError)  a file where a directory is needed
     ├── IntegrityError                        one opaque error for every failed decryption
+    │   └── TenantKeyError                    the tenant key is missing, tampered or unwrappable
     ├── ForeignObjectError                    an object that s3memory did not write
     └── StorageError (OSError)                the object store or KMS failed
         ├── PreconditionFailedError           a conditional request lost a race
@@ -68,6 +69,10 @@ class IntegrityError(S3MemoryError):
     Deliberately uninformative: tampered body or metadata, truncation, an object moved
     from another path or tenant, and a wrong key all look the same to the caller.
     """
+
+
+class TenantKeyError(IntegrityError):
+    """The tenant's key object is missing, tampered with, or not unwrappable by this master key."""
 
 
 class ForeignObjectError(S3MemoryError):

@@ -39,7 +39,7 @@ from ._envelope import (
     WrappedKey,
     canonical_json,
 )
-from ._errors import ConfigurationError, IntegrityError, PreconditionFailedError
+from ._errors import ConfigurationError, IntegrityError, PreconditionFailedError, TenantKeyError
 from .stores import ObjectStore
 
 TENANT_KEY_FORMAT_VERSION = 1
@@ -237,15 +237,27 @@ class TenantKeyring(Keyring):
     def _tenant_context(self, key_id: str) -> dict[str, str]:
         return {CONTEXT_TENANT: self._tenant, CONTEXT_PURPOSE: "tenant-key", CONTEXT_KEY_ID: key_id}
 
-    def tenant_key(self) -> tuple[str, bytes]:
-        """(key id, key) of the tenant, from the cache, the store, or newly created."""
+    def tenant_key(self, *, create: bool) -> tuple[str, bytes]:
+        """(key id, key) of the tenant, from the cache or the store.
+
+        Only a write may create the key (``create=True``): a read that finds no key fails
+        instead, so a lost key object never silently turns into a new key that would make
+        every existing file unreadable.
+        """
         cached = self._cache.get(self._cache_key)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
         with self._load_lock:
             cached = self._cache.get(self._cache_key)
             if cached is None:
-                cached = self._load() or self._create()
+                cached = self._load()
+                if cached is None:
+                    if not create:
+                        raise TenantKeyError(
+                            "Error: The encryption key of this memory is missing, so its files cannot be "
+                            "decrypted (was this user erased?)."
+                        )
+                    cached = self._create()
                 self._cache.put(self._cache_key, cached)
             return cached
 
@@ -258,10 +270,10 @@ class TenantKeyring(Keyring):
             version = document["v"]
             key_id, kind = document["kid"], document["wrapper"]
             wrapped = base64.b64decode(document["wrapped"], validate=True)
-        except (ValueError, KeyError, TypeError, binascii.Error):
-            raise IntegrityError("Error: The tenant key of this memory failed its integrity check.") from None
+        except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
+            raise TenantKeyError("Error: The tenant key of this memory failed its integrity check.") from None
         if version != TENANT_KEY_FORMAT_VERSION or not isinstance(key_id, str):
-            raise IntegrityError("Error: The tenant key of this memory failed its integrity check.")
+            raise TenantKeyError("Error: The tenant key of this memory failed its integrity check.")
         if kind != self._master.kind:
             raise ConfigurationError(
                 f"Error: This memory's tenant key is wrapped by a {kind!r} master key, "
@@ -270,12 +282,12 @@ class TenantKeyring(Keyring):
         try:
             key = self._master.unwrap(wrapped, self._tenant_context(key_id))
         except IntegrityError:
-            raise IntegrityError(
+            raise TenantKeyError(
                 "Error: The tenant key of this memory could not be unwrapped: wrong master key, "
                 "or the key object was tampered with."
             ) from None
         if len(key) != DATA_KEY_BYTES:
-            raise IntegrityError("Error: The tenant key of this memory failed its integrity check.")
+            raise TenantKeyError("Error: The tenant key of this memory failed its integrity check.")
         return key_id, key
 
     def _create(self) -> tuple[str, bytes]:
@@ -308,7 +320,7 @@ class TenantKeyring(Keyring):
     def wrap(self, data_key: bytes, binding: dict[str, str]) -> WrappedKey:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        key_id, tenant_key = self.tenant_key()
+        key_id, tenant_key = self.tenant_key(create=True)
         description = self._description(binding, key_id)
         nonce = os.urandom(_GCM_NONCE_BYTES)
         aad = _WRAP_AAD_PREFIX + canonical_json(description).encode()
@@ -320,7 +332,7 @@ class TenantKeyring(Keyring):
 
         if wrapped.algorithm != self.algorithm:
             raise IntegrityError()
-        key_id, tenant_key = self.tenant_key()
+        key_id, tenant_key = self.tenant_key(create=False)
         expected = self._description(binding, key_id)
         if wrapped.context != expected:
             raise IntegrityError()

@@ -33,6 +33,7 @@ from ._errors import (
     PathNotFoundError,
     PreconditionFailedError,
     StorageUnavailableError,
+    TenantKeyError,
 )
 from ._keys import Keyring
 from ._paths import DEFAULT_MAX_PATH_BYTES, MAX_S3_KEY_BYTES, MemoryPath, TenantLayout, parse_path
@@ -186,9 +187,10 @@ class EncryptedMemory:
             raise ForeignObjectError(
                 f"Error: The file {shown_path} was not written by s3memory (it is not encrypted) and cannot be read."
             ) from None
-        except IntegrityError as exc:
-            if exc.args:  # a tenant-key problem already says what it is
-                raise
+        except TenantKeyError:
+            raise  # says what is wrong with the tenant key, which is not about this file
+        except IntegrityError:
+            # Whatever failed (commitment, tag, context, KMS refusing the key): one message.
             raise IntegrityError(
                 f"Error: The file {shown_path} failed its integrity check and cannot be read "
                 "(it was modified, truncated, moved, or not written for this user)."
