@@ -20,19 +20,24 @@ REGION = "us-east-1"
 MASTER_KEY = bytes(range(32))
 
 
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """moto's mock of every AWS service, with fake credentials that cannot reach AWS."""
-    from moto import mock_aws
-
+def use_fake_aws_credentials(patch: pytest.MonkeyPatch) -> None:
+    """Credentials that cannot reach AWS, whatever the developer's shell has configured."""
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_SESSION_TOKEN": "testing",
         "AWS_DEFAULT_REGION": REGION,
     }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+        patch.setenv(name, value)
+    patch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's mock of every AWS service, with fake credentials."""
+    from moto import mock_aws
+
+    use_fake_aws_credentials(monkeypatch)
     with mock_aws():
         yield
 

@@ -61,6 +61,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from anthropic.lib.tools._beta_builtin_memory_tool import _format_file_size as reference_format_size
 from anthropic.tools.memory import BetaLocalFilesystemMemoryTool
+from conftest import use_fake_aws_credentials
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -405,14 +406,7 @@ def moto_s3() -> Iterator[Any]:
     from moto import mock_aws
 
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-        }.items():
-            patch.setenv(name, value)
-        patch.delenv("AWS_PROFILE", raising=False)
+        use_fake_aws_credentials(patch)
         with mock_aws():
             yield boto3.client("s3", region_name=REGION)
 

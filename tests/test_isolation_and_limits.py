@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import MASTER_KEY
+from test_paths import BAD_CATEGORIES, REFUSED_PATHS
 
 from s3memory import (
     ConfigurationError,
@@ -35,42 +37,7 @@ from s3memory import (
     open_memory,
 )
 
-MASTER_KEY = bytes(range(32))
 TENANT_KEY = "alice/.s3memory/tenant-key"
-BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-REFUSED_PATHS: list[object] = [
-    "../",
-    "/memories/../x",
-    "/memories/a/../../x",
-    "/memories/..\\x",
-    "/memories/a\\b",
-    "/memories/%2e%2e%2fsecret",
-    "/memories/%2e%2e",
-    "/memories/%252e%252e%252f",
-    "/memories/a%2fb",
-    "/memoriesX/a",
-    "/memoriesX",
-    "memories/a",
-    "/etc/passwd",
-    "",
-    "/memories//a",
-    "/memories/./a",
-    "/memories/a/.",
-    "/memories/..",
-    "/memories/a\x00",
-    "/memories/a\nb",
-    "/memories/a\tb",
-    "/memories/a\x7fb",
-    "/memories/\u202etxt.exe",
-    "/memories/a\u200bb",
-    "/memories/" + "a" * 256,
-    "/memories/" + "/".join(["a" * 100] * 6),
-    "/memories/a\ud800",
-    None,
-    5,
-    b"/memories/a",
-]
 
 
 def _assert_error_message(error: BaseException) -> None:

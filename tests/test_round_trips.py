@@ -108,29 +108,14 @@ def test_rename_and_delete_of_a_directory_scale_per_file(tenant_mode: tuple[Any,
 
 
 def test_kms_per_object_mode_reuses_data_keys(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
-    memory = open_memory(
-        user_id="alice",
-        bucket=BUCKET,
-        s3_client=s3_client,
-        kms_key_id=kms_key_id,
-        kms_client=kms_client,
-        key_mode="kms",
-        key_cache=KeyCache(),
-    )
+    options = {"user_id": "alice", "bucket": BUCKET, "s3_client": s3_client, "kms_client": kms_client}
+    memory = open_memory(kms_key_id=kms_key_id, key_mode="kms", key_cache=KeyCache(), **options)
     meter = Meter(s3_client, kms_client)
     memory.create("/memories/a.md", "x")
     assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1}
     memory.str_replace("/memories/a.md", "x", "y")  # the data key was cached at creation
     assert meter.take() == {"GetObject": 1, "PutObject": 1}
-    cold = open_memory(
-        user_id="alice",
-        bucket=BUCKET,
-        s3_client=s3_client,
-        kms_key_id=kms_key_id,
-        kms_client=kms_client,
-        key_mode="kms",
-        key_cache=KeyCache(),
-    )
+    cold = open_memory(kms_key_id=kms_key_id, key_mode="kms", key_cache=KeyCache(), **options)
     cold.view("/memories/a.md")
     assert meter.take() == {"GetObject": 1, "Decrypt": 1}
     cold.view("/memories/a.md")
