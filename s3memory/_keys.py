@@ -102,6 +102,13 @@ class Keyring(ABC):
 
     algorithm: str
 
+    def is_warm(self) -> bool:
+        """True if unwrapping needs no request of its own (nothing to :meth:`prepare`)."""
+        return True
+
+    def prepare(self) -> None:  # noqa: B027 - optional hook
+        """Fetch what unwrapping will need, so a caller can do it alongside another request."""
+
     @abstractmethod
     def generate(self, binding: dict[str, str]) -> tuple[bytes, WrappedKey]:
         """A fresh data key and its wrapped form for ``binding``."""
@@ -260,6 +267,15 @@ class TenantKeyring(Keyring):
                     cached = self._create()
                 self._cache.put(self._cache_key, cached)
             return cached
+
+    def is_warm(self) -> bool:
+        return self._cache.get(self._cache_key) is not None
+
+    def prepare(self) -> None:
+        try:
+            self.tenant_key(create=False)
+        except TenantKeyError:
+            pass  # reported by unwrap, if there turns out to be anything to unwrap
 
     def _load(self) -> tuple[str, bytes] | None:
         stored = self._store.get(self._object_key)

@@ -199,7 +199,11 @@ class EncryptedMemory:
     def _read_file(self, path: MemoryPath, shown_path: str) -> _File | None:
         if path.is_root:
             return None
-        stored = self.store.get(self.layout.key_for(path))
+        key = self.layout.key_for(path)
+        if self.keyring.is_warm():
+            stored = self.store.get(key)
+        else:  # a cold process: fetch the tenant key alongside the object, not after it
+            stored, _ = self._parallel(functools.partial(self.store.get, key), self.keyring.prepare)
         if stored is None:
             return None
         plaintext, data_key, header = self._decrypt(path, shown_path, stored.body, stored.metadata)
@@ -259,13 +263,17 @@ class EncryptedMemory:
     def view(self, path: str, view_range: object = None) -> str:
         """A directory listing (two levels, sizes), or a file with line numbers."""
         parsed = self._parse(path)
-        if not parsed.is_root:
+        # One request in the common case: a path written as a directory ("/memories/d/")
+        # is listed first, anything else is fetched as a file first.
+        files = self._files_under(parsed) if parsed.is_root or path.endswith("/") else []
+        if not files and not parsed.is_root:
             file = self._read_file(parsed, path)
             if file is not None:
                 return self._show_file(path, file.text, view_range)
-        files = self._files_under(parsed)
-        if not files and not parsed.is_root:
-            raise PathNotFoundError(f"The path {path} does not exist. Please provide a valid path.")
+            if not path.endswith("/"):
+                files = self._files_under(parsed)
+            if not files:
+                raise PathNotFoundError(f"The path {path} does not exist. Please provide a valid path.")
         return self._show_directory(parsed, files)
 
     def _show_file(self, shown_path: str, text: str, view_range: object) -> str:

@@ -71,6 +71,13 @@ def _refuse(path: str, why: str) -> InvalidPathError:
 def _check_segment(path: str, segment: str) -> None:
     if segment == "":
         raise _refuse(path, "empty path segments ('//') are not allowed")
+    if segment.isascii() and segment.isprintable() and "%" not in segment and "\\" not in segment:
+        # The common case, decided without decoding (listings validate every key).
+        if segment in (".", ".."):
+            raise _refuse(path, "'.' and '..' segments (directory traversal) are not allowed")
+        if len(segment) > MAX_SEGMENT_BYTES:
+            raise _refuse(path, f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes")
+        return
     # Decode percent-escapes until stable, so %2e%2e%2f and %252e... are judged as
     # what a later decoder would turn them into.
     decoded = segment
@@ -113,7 +120,8 @@ def parse_path(path: object, *, max_path_bytes: int = DEFAULT_MAX_PATH_BYTES) ->
         rest.encode("utf-8")
     except UnicodeEncodeError:
         raise _refuse(path, "the path is not valid Unicode") from None
-    rest = unicodedata.normalize("NFC", rest)
+    if not rest.isascii():
+        rest = unicodedata.normalize("NFC", rest)
     for segment in rest.split("/"):
         _check_segment(path, segment)
     if len(rest.encode("utf-8")) > max_path_bytes:

@@ -83,6 +83,8 @@ def test_warm_tenant_mode_request_budget(tenant_mode: tuple[Any, Meter]) -> None
     assert meter.take() == {"ListObjectsV2": 1}
     memory.view("/memories/d")
     assert meter.take() == {"GetObject": 1, "ListObjectsV2": 1}
+    memory.view("/memories/d/")  # written as a directory: listed first, one request
+    assert meter.take() == {"ListObjectsV2": 1}
     memory.create("/memories/d/e/f.md", "x")  # a directory check and two ancestor checks, concurrently
     assert meter.take() == {"ListObjectsV2": 1, "HeadObject": 2, "PutObject": 1}
     memory.str_replace("/memories/d/x.md", "1", "one")
