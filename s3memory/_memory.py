@@ -102,6 +102,17 @@ class _File:
     header: envelope.EnvelopeHeader
 
 
+@dataclass(frozen=True)
+class _Move:
+    """One copy of a rename. ``source``/``target`` are None for keys no valid path maps to."""
+
+    source_key: str
+    target_key: str
+    source: MemoryPath | None
+    target: MemoryPath | None
+    head: ObjectInfo | None
+
+
 @dataclass
 class _Node:
     size: int = 0
@@ -459,7 +470,10 @@ class EncryptedMemory:
         """Move a file or a directory (with everything under it); never overwrites.
 
         Copy-then-delete: every file is copied (server-side, its data key re-wrapped for the
-        new path) before any source is deleted.
+        new path, ``If-None-Match: *`` on the destination) before any source is deleted, and
+        sources are deleted only if unchanged since their copy. An encrypted intent record
+        under the tenant's ``.s3memory/intents/`` marks the rename as in progress until it
+        is finished, so issuing the same rename again after a failure completes it.
         """
         old, new = self._parse(old_path), self._parse(new_path)
         if old.is_root:
@@ -469,27 +483,93 @@ class EncryptedMemory:
         if new.is_within(old):
             raise InvalidCommandError(f"Error: Cannot move {old_path} into itself ({new_path})")
         old_key, new_key = self.layout.key_for(old), self.layout.key_for(new)
-        old_head, old_under, new_head, new_is_dir, *ancestor_heads = self._parallel(
+        intent_key = (
+            self.layout.internal_prefix
+            + "intents/rename-"
+            + envelope.binding_context(self.layout.tenant, f"{old.display}\n{new.display}")[envelope.CONTEXT_PATH][:40]
+        )
+        # Round trip 1, concurrently: both sides, the new path's ancestors, and the intent
+        # record (created only if absent: if it exists, an earlier attempt is unfinished).
+        old_head, old_under, new_head, new_is_dir, intent_created, *ancestor_heads = self._parallel(
             lambda: self.store.head(old_key),
             lambda: list(self.store.list(self.layout.dir_prefix(old))),
             lambda: self.store.head(new_key),
             lambda: self._has_objects_under(new),
+            lambda: self._create_intent(intent_key, {"op": "rename", "old": old.display, "new": new.display}),
             *self._head_ancestors(new),
         )
-        if old_head is None and not old_under:
-            raise PathNotFoundError(f"Error: The path {old_path} does not exist")
-        if new_head is not None or new_is_dir:
-            raise PathExistsError(f"Error: The destination {new_path} already exists")
-        for ancestor, head in zip(new.ancestors(), ancestor_heads, strict=True):
-            if head is not None:
-                raise NotADirectoryConflict(
-                    f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"
-                )
+        resuming = not intent_created
+        try:
+            if old_head is None and not old_under:
+                if resuming and (new_head is not None or new_is_dir):
+                    self.store.delete([intent_key])  # finished earlier; only the record was left
+                    return f"Successfully renamed {old_path} to {new_path}"
+                raise PathNotFoundError(f"Error: The path {old_path} does not exist")
+            if (new_head is not None or new_is_dir) and not resuming:
+                raise PathExistsError(f"Error: The destination {new_path} already exists")
+            for ancestor, head in zip(new.ancestors(), ancestor_heads, strict=True):
+                if head is not None:
+                    raise NotADirectoryConflict(
+                        f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"
+                    )
+            moves = self._plan_moves(old, new, old_path, new_path, old_head, old_under)
+        except Exception:
+            if intent_created:
+                self.store.delete([intent_key])  # a refused rename leaves no record
+            raise
 
-        # Plan every move first, so a path that would be too long fails before any write.
-        moves: list[tuple[str, str, MemoryPath | None, MemoryPath | None, ObjectInfo | None]] = []
+        existing: set[str] = set()
+        if resuming:  # which destinations did the interrupted attempt already write?
+            existing = {info.key for info in self.store.list(self.layout.dir_prefix(new))}
+            if new_head is not None:
+                existing.add(new_key)
+        try:
+            copied = self._parallel(
+                *[functools.partial(self._move_copy, move, move.target_key in existing, new_path) for move in moves]
+            )
+        except PreconditionFailedError:
+            raise PreconditionFailedError(
+                f"Error: {old_path} or {new_path} changed while it was being renamed; nothing was lost. "
+                "Issue the same rename again to finish it."
+            ) from None
+        etags = {source: etag for source, etag in copied if etag is not None}
+        try:
+            self.store.delete(list(etags), if_match=etags)
+        except PreconditionFailedError:
+            self.store.delete([intent_key])
+            raise PreconditionFailedError(
+                f"Error: Some files under {old_path} were edited while being renamed. Their newer versions "
+                f"were left at {old_path} and older copies are at {new_path}; nothing was lost."
+            ) from None
+        self.store.delete([intent_key])
+        return f"Successfully renamed {old_path} to {new_path}"
+
+    def _create_intent(self, key: str, record: dict[str, str]) -> bool:
+        """Write an encrypted intent record if none exists; False if one was there already."""
+        import json
+
+        pseudo_path = MemoryPath(".s3memory/" + key.rsplit("/", 1)[1])
+        data_key, wrapped = self.keyring.generate(self._binding(pseudo_path))
+        body, metadata = envelope.seal(json.dumps({"v": 1, **record}).encode(), data_key, wrapped)
+        try:
+            self.store.put(key, body, metadata, if_none_match=True)
+            return True
+        except PreconditionFailedError:
+            return False
+
+    def _plan_moves(
+        self,
+        old: MemoryPath,
+        new: MemoryPath,
+        old_path: str,
+        new_path: str,
+        old_head: ObjectInfo | None,
+        old_under: list[ObjectInfo],
+    ) -> list[_Move]:
+        """Every copy a rename makes; fails before any write if a target path would be too long."""
+        moves = []
         if old_head is not None:
-            moves.append((old_key, new_key, old, new, old_head))
+            moves.append(_Move(self.layout.key_for(old), self.layout.key_for(new), old, new, old_head))
         old_prefix, new_prefix = self.layout.dir_prefix(old), self.layout.dir_prefix(new)
         for info in old_under:
             suffix = info.key[len(old_prefix) :]
@@ -503,23 +583,26 @@ class EncryptedMemory:
                         f"Error: Cannot rename {old_path} to {new_path}: {target_path.display} would be "
                         "too long. Nothing was changed."
                     )
-            moves.append((info.key, new_prefix + suffix, source_path, target_path, None))
+            moves.append(_Move(info.key, new_prefix + suffix, source_path, target_path, None))
+        return moves
 
-        self._parallel(*[lambda m=m: self._copy_rewrapped(*m) for m in moves])
-        self.store.delete([source for source, *_ in moves])
-        return f"Successfully renamed {old_path} to {new_path}"
-
-    def _copy_rewrapped(
-        self,
-        source_key: str,
-        target_key: str,
-        source: MemoryPath | None,
-        target: MemoryPath | None,
-        head: ObjectInfo | None,
-    ) -> None:
-        info = head or self.store.head(source_key)
+    def _move_copy(self, move: _Move, target_exists: bool, new_path: str) -> tuple[str, str | None]:
+        """Copy one source to its target; return (source key, the source ETag copied)."""
+        source_key, target_key, source, target = move.source_key, move.target_key, move.source, move.target
+        info = move.head or self.store.head(source_key)
         if info is None:
-            return  # deleted concurrently: nothing to move
+            return source_key, None  # deleted concurrently: nothing to move
+        if target_exists:
+            # Resuming: the target is ours only if it is a copy of this very write (same
+            # body, same message id); anything else is someone's file, never overwritten.
+            existing = self.store.head(target_key)
+            if existing is not None:
+                same_write = existing.metadata.get(envelope.META_MESSAGE_ID) == info.metadata.get(
+                    envelope.META_MESSAGE_ID
+                )
+                if existing.etag == info.etag and same_write:
+                    return source_key, info.etag
+                raise PathExistsError(f"Error: The destination {new_path} already exists")
         metadata: Mapping[str, str] = info.metadata
         if source is not None and target is not None:
             try:
@@ -529,4 +612,5 @@ class EncryptedMemory:
                 metadata = envelope.metadata_for(rewrapped, header.message_id, header.commitment)
             except (IntegrityError, ForeignObjectError):
                 pass  # not readable here: move it unchanged, so nothing is lost
-        self.store.copy(source_key, target_key, metadata=metadata, if_match=info.etag)
+        self.store.copy(source_key, target_key, metadata=metadata, if_match=info.etag, if_none_match=True)
+        return source_key, info.etag

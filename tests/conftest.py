@@ -8,6 +8,7 @@ tenant-key mode with a KMS master key, and in KMS-per-object mode.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,12 +33,31 @@ def use_fake_aws_credentials(patch: pytest.MonkeyPatch) -> None:
     patch.delenv("AWS_PROFILE", raising=False)
 
 
+_MOTO_REQUEST_LOCK = threading.Lock()
+
+
+def make_moto_requests_atomic(patch: pytest.MonkeyPatch) -> None:
+    """moto stores a PUT's body before its metadata, so a concurrent GET can see an object
+    without metadata; real S3 requests are atomic. Handle one moto request at a time
+    (requests still interleave, which is what the concurrency tests need)."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    handle = BotocoreStubber.__call__
+
+    def atomic(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _MOTO_REQUEST_LOCK:
+            return handle(self, *args, **kwargs)
+
+    patch.setattr(BotocoreStubber, "__call__", atomic)
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """moto's mock of every AWS service, with fake credentials."""
     from moto import mock_aws
 
     use_fake_aws_credentials(monkeypatch)
+    make_moto_requests_atomic(monkeypatch)
     with mock_aws():
         yield
 

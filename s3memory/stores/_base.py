@@ -61,18 +61,31 @@ class ObjectStore(ABC):
         """
 
     @abstractmethod
-    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
+    def copy(
+        self,
+        source: str,
+        destination: str,
+        *,
+        metadata: Mapping[str, str],
+        if_match: str | None = None,
+        if_none_match: bool = False,
+    ) -> str:
         """Copy ``source``'s body to ``destination`` with new ``metadata``, inside the store
-        (the body is not downloaded). Overwrites ``destination``. ``if_match`` guards the
-        source; a missing source raises ``PreconditionFailedError``."""
+        (the body is not downloaded). ``if_match`` guards the source (a missing source also
+        raises ``PreconditionFailedError``); ``if_none_match=True`` refuses to overwrite an
+        existing ``destination``."""
 
     @abstractmethod
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
         """Objects whose key starts with ``prefix``, in key order (at most ``limit``)."""
 
     @abstractmethod
-    def delete(self, keys: Sequence[str]) -> None:
-        """Delete the keys (batched as the backend allows). Missing keys are not an error."""
+    def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
+        """Delete the keys (batched as the backend allows). Missing keys are not an error.
+
+        ``if_match`` maps keys to the ETag they must still have: a key whose object changed
+        is kept, and ``PreconditionFailedError`` is raised after the others are deleted.
+        """
 
     @property
     def identity(self) -> str:

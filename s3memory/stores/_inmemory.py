@@ -49,11 +49,21 @@ class InMemoryStore(ObjectStore):
             self._objects[key] = obj
             return obj.etag
 
-    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
+    def copy(
+        self,
+        source: str,
+        destination: str,
+        *,
+        metadata: Mapping[str, str],
+        if_match: str | None = None,
+        if_none_match: bool = False,
+    ) -> str:
         with self._lock:
             current = self._objects.get(source)
             if current is None or (if_match is not None and current.etag != if_match):
                 raise PreconditionFailedError("Error: the source object changed concurrently")
+            if if_none_match and destination in self._objects:
+                raise PreconditionFailedError("Error: the destination object already exists")
             self._objects[destination] = StoredObject(current.body, current.etag, dict(metadata))
             return current.etag
 
@@ -64,7 +74,14 @@ class InMemoryStore(ObjectStore):
         for key, obj in found:
             yield ObjectInfo(key, len(obj.body), obj.etag)
 
-    def delete(self, keys: Sequence[str]) -> None:
+    def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
+        changed = []
         with self._lock:
             for key in keys:
+                current = self._objects.get(key)
+                if current is not None and if_match and key in if_match and current.etag != if_match[key]:
+                    changed.append(key)
+                    continue
                 self._objects.pop(key, None)
+        if changed:
+            raise PreconditionFailedError(f"Error: {len(changed)} objects changed and were not deleted")

@@ -145,11 +145,21 @@ class LocalDirStore(ObjectStore):
             self._write(path, body, metadata)
         return _etag(body)
 
-    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
+    def copy(
+        self,
+        source: str,
+        destination: str,
+        *,
+        metadata: Mapping[str, str],
+        if_match: str | None = None,
+        if_none_match: bool = False,
+    ) -> str:
         with self._locked():
             current = self.get(source)
             if current is None or (if_match is not None and current.etag != if_match):
                 raise PreconditionFailedError("Error: the source object changed concurrently")
+            if if_none_match and self._file(destination).is_file():
+                raise PreconditionFailedError("Error: the destination object already exists")
             self._write(self._file(destination), current.body, metadata)
         return current.etag
 
@@ -179,12 +189,20 @@ class LocalDirStore(ObjectStore):
             if obj is not None:
                 yield ObjectInfo(key, len(obj.body), obj.etag)
 
-    def delete(self, keys: Sequence[str]) -> None:
+    def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
+        changed = []
         with self._locked():
             for key in keys:
                 path = self._file(key)
+                if if_match and key in if_match:
+                    current = self.get(key)
+                    if current is not None and current.etag != if_match[key]:
+                        changed.append(key)
+                        continue
                 try:
                     path.unlink()
                 except (FileNotFoundError, IsADirectoryError):
                     continue
                 self._prune(path)
+        if changed:
+            raise PreconditionFailedError(f"Error: {len(changed)} objects changed and were not deleted")

@@ -96,7 +96,15 @@ class S3Store(ObjectStore):
                 raise PreconditionFailedError("Error: the object changed concurrently") from exc
             raise
 
-    def copy(self, source: str, destination: str, *, metadata: Mapping[str, str], if_match: str | None = None) -> str:
+    def copy(
+        self,
+        source: str,
+        destination: str,
+        *,
+        metadata: Mapping[str, str],
+        if_match: str | None = None,
+        if_none_match: bool = False,
+    ) -> str:
         kwargs: dict[str, Any] = {
             "Key": destination,
             "CopySource": {"Bucket": self.bucket, "Key": source},
@@ -105,6 +113,8 @@ class S3Store(ObjectStore):
         }
         if if_match is not None:
             kwargs["CopySourceIfMatch"] = if_match
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
         try:
             response = self._call("copy_object", **kwargs)
         except StorageError as exc:
@@ -129,13 +139,21 @@ class S3Store(ObjectStore):
                 return
             kwargs["ContinuationToken"] = response["NextContinuationToken"]
 
-    def delete(self, keys: Sequence[str]) -> None:
+    def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
+        conditions = if_match or {}
+        changed = 0
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start : start + DELETE_BATCH]
-            response = self._call("delete_objects", Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+            objects = [{"Key": k, "ETag": conditions[k]} if k in conditions else {"Key": k} for k in batch]
+            response = self._call("delete_objects", Delete={"Objects": objects, "Quiet": True})
             errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+            lost_race = [e for e in errors if e.get("Code") in ("PreconditionFailed", "412")]
+            changed += len(lost_race)
+            errors = [e for e in errors if e not in lost_race]
             if errors:
                 raise StorageError(
                     f"Error: Memory storage failed during delete_objects: "
                     f"{len(errors)} of {len(batch)} objects could not be deleted ({errors[0].get('Code')})."
                 )
+        if changed:
+            raise PreconditionFailedError(f"Error: {changed} objects changed and were not deleted")
