@@ -17,9 +17,14 @@ TENANT_KEY_OBJECT = "tenant-key"
 def default_kms_client(s3_client: Any | None = None) -> Any:
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import NoRegionError
 
     region = getattr(getattr(s3_client, "meta", None), "region_name", None)
-    return boto3.client("kms", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3}))
+    try:
+        config = Config(retries={"mode": "standard", "total_max_attempts": 3})
+        return boto3.client("kms", region_name=region, config=config)
+    except NoRegionError:
+        raise ConfigurationError("no AWS region for KMS: pass kms_client=..., or set AWS_DEFAULT_REGION") from None
 
 
 def open_memory(

@@ -18,7 +18,7 @@ def default_s3_client(*, endpoint_url: str | None = None, region_name: str | Non
     import boto3
     from botocore.config import Config
 
-    config = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=32)
+    config = Config(retries={"mode": "standard", "total_max_attempts": 3}, max_pool_connections=32)
     return boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name, config=config)
 
 
