@@ -83,7 +83,40 @@ def kms_key_id(kms_client: Any) -> str:
     return str(kms_client.create_key(Description="s3memory test key")["KeyMetadata"]["Arn"])
 
 
-FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms"]
+# A real S3 implementation (Ceph radosgw, started by scripts/radosgw.sh in CI), if any.
+RGW_ENDPOINT = os.environ.get("S3MEMORY_TEST_S3_ENDPOINT")
+
+
+@pytest.fixture
+def rgw_client() -> Iterator[Any]:
+    """An S3 client on radosgw with a fresh bucket (emptied and removed afterwards)."""
+    if not RGW_ENDPOINT:
+        pytest.skip("no real S3 server: set S3MEMORY_TEST_S3_ENDPOINT (see scripts/radosgw.sh)")
+    import uuid
+
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=RGW_ENDPOINT,
+        region_name=REGION,
+        aws_access_key_id=os.environ["S3MEMORY_TEST_S3_ACCESS_KEY"],
+        aws_secret_access_key=os.environ["S3MEMORY_TEST_S3_SECRET_KEY"],
+        config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard"}, max_pool_connections=32),
+    )
+    bucket = f"t-{uuid.uuid4().hex[:20]}"
+    client.create_bucket(Bucket=bucket)
+    client.s3memory_test_bucket = bucket  # type: ignore[attr-defined]
+    yield client
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+    client.delete_bucket(Bucket=bucket)
+
+
+FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms", "rgw"]
 
 
 @pytest.fixture
@@ -100,6 +133,10 @@ def make_memory(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., 
         if flavour == "localdir":
             store = shared.setdefault("localdir", LocalDirStore(tmp_path / "store"))
             return open_memory(user_id=user_id, store=store, master_key=MASTER_KEY, **options)
+        if flavour == "rgw":
+            rgw = shared.get("rgw") or shared.setdefault("rgw", request.getfixturevalue("rgw_client"))
+            bucket = rgw.s3memory_test_bucket
+            return open_memory(user_id=user_id, bucket=bucket, s3_client=rgw, master_key=MASTER_KEY, **options)
         s3 = shared.get("s3") or shared.setdefault("s3", request.getfixturevalue("s3_client"))
         if flavour == "s3-tenant-local":
             return open_memory(user_id=user_id, bucket=BUCKET, s3_client=s3, master_key=MASTER_KEY, **options)

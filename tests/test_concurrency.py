@@ -32,7 +32,7 @@ def run_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:
     return errors
 
 
-@pytest.mark.parametrize("flavour", ["inmemory", "localdir", "s3-tenant-local", "s3-kms"])
+@pytest.mark.parametrize("flavour", ["inmemory", "localdir", "s3-tenant-local", "s3-kms", "rgw"])
 def test_concurrent_inserts_lose_no_line(make_memory, flavour: str) -> None:  # type: ignore[no-untyped-def]
     limits = Limits(edit_attempts=60)
     make_memory(flavour).create("/memories/log.md", "# log\n")
@@ -48,7 +48,7 @@ def test_concurrent_inserts_lose_no_line(make_memory, flavour: str) -> None:  # 
     assert written == sorted(f"agent {i} line {n}" for i in range(THREADS) for n in range(LINES_PER_THREAD))
 
 
-@pytest.mark.parametrize("flavour", ["inmemory", "localdir", "s3-tenant-local", "s3-kms"])
+@pytest.mark.parametrize("flavour", ["inmemory", "localdir", "s3-tenant-local", "s3-kms", "rgw"])
 def test_concurrent_str_replace_each_applies_once(make_memory, flavour: str) -> None:  # type: ignore[no-untyped-def]
     slots = "\n".join(f"slot {i}: empty" for i in range(THREADS)) + "\n"
     make_memory(flavour).create("/memories/slots.md", slots)
@@ -61,7 +61,7 @@ def test_concurrent_str_replace_each_applies_once(make_memory, flavour: str) -> 
     assert all(f"slot {i}: agent {i}" in view for i in range(THREADS))
 
 
-@pytest.mark.parametrize("flavour", ["inmemory", "localdir", "s3-tenant-local", "s3-kms"])
+@pytest.mark.parametrize("flavour", ["inmemory", "localdir", "s3-tenant-local", "s3-kms", "rgw"])
 def test_concurrent_creates_have_exactly_one_winner(make_memory, flavour: str) -> None:  # type: ignore[no-untyped-def]
     agents = [make_memory(flavour) for _ in range(THREADS)]
     winners: list[int] = []

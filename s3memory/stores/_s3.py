@@ -87,7 +87,8 @@ class S3Store(ObjectStore):
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
         if if_match is not None:
-            kwargs["IfMatch"] = if_match
+            # Unquoted: S3 and moto accept either form, Ceph radosgw only the bare ETag.
+            kwargs["IfMatch"] = if_match.strip('"')
         try:
             return str(self._call("put_object", **kwargs)["ETag"])
         except StorageError as exc:
