@@ -125,14 +125,17 @@ class FakeS3:
         current = objects.get(key)
         if headers.get("if-none-match") == "*" and current is not None:
             return _s3_error(request, 412, "PreconditionFailed")
-        if "if-match" in headers and (current is None or current.etag != headers["if-match"]):
+        if "if-match" in headers and (current is None or current.etag.strip('"') != headers["if-match"].strip('"')):
             return _s3_error(request, 412 if current else 404, "PreconditionFailed" if current else "NoSuchKey")
         if "x-amz-copy-source" in headers:
             source_bucket, _, source_key = unquote(headers["x-amz-copy-source"]).lstrip("/").partition("/")
             source = self.buckets.get(source_bucket, {}).get(source_key)
             if source is None:
                 return _s3_error(request, 404, "NoSuchKey")
-            if "x-amz-copy-source-if-match" in headers and headers["x-amz-copy-source-if-match"] != source.etag:
+            if "if-none-match" in headers and key in objects:
+                return _s3_error(request, 412, "PreconditionFailed")
+            expected = headers.get("x-amz-copy-source-if-match", source.etag)
+            if expected.strip('"') != source.etag.strip('"'):
                 return _s3_error(request, 412, "PreconditionFailed")
             if headers.get("x-amz-metadata-directive") == "REPLACE":
                 metadata = {k[11:]: v for k, v in headers.items() if k.startswith("x-amz-meta-")}

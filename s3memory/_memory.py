@@ -119,6 +119,11 @@ class _Node:
     children: dict[tuple[str, bool], _Node] = field(default_factory=dict)
 
 
+def _bare(etag: str) -> str:
+    """An ETag without its quotes (radosgw returns copy ETags unquoted)."""
+    return etag.strip('"')
+
+
 def _is_hidden(name: str) -> bool:
     return name.startswith(".") or name == "node_modules"
 
@@ -471,9 +476,10 @@ class EncryptedMemory:
 
         Copy-then-delete: every file is copied (server-side, its data key re-wrapped for the
         new path, ``If-None-Match: *`` on the destination) before any source is deleted, and
-        sources are deleted only if unchanged since their copy. An encrypted intent record
-        under the tenant's ``.s3memory/intents/`` marks the rename as in progress until it
-        is finished, so issuing the same rename again after a failure completes it.
+        sources are deleted only if unchanged since their copy. Once the checks pass, an
+        encrypted intent record (under the tenant's ``.s3memory/intents/``) lists the ETags of
+        the files being moved; if the rename fails part-way, issuing it again finds the
+        record and finishes the job, accepting at the destination only copies of those files.
         """
         old, new = self._parse(old_path), self._parse(new_path)
         if old.is_root:
@@ -483,49 +489,49 @@ class EncryptedMemory:
         if new.is_within(old):
             raise InvalidCommandError(f"Error: Cannot move {old_path} into itself ({new_path})")
         old_key, new_key = self.layout.key_for(old), self.layout.key_for(new)
-        intent_key = (
-            self.layout.internal_prefix
-            + "intents/rename-"
-            + envelope.binding_context(self.layout.tenant, f"{old.display}\n{new.display}")[envelope.CONTEXT_PATH][:40]
-        )
-        # Round trip 1, concurrently: both sides, the new path's ancestors, and the intent
-        # record (created only if absent: if it exists, an earlier attempt is unfinished).
-        old_head, old_under, new_head, new_is_dir, intent_created, *ancestor_heads = self._parallel(
+        intent_name = envelope.binding_context(self.layout.tenant, f"{old.display}\n{new.display}")
+        intent_key = f"{self.layout.internal_prefix}intents/rename-{intent_name[envelope.CONTEXT_PATH][:40]}"
+        # Round trip 1, concurrently: both sides, the new path's ancestors, and a record of
+        # an unfinished earlier attempt at this very rename.
+        old_head, old_under, new_head, new_under, intent, *ancestor_heads = self._parallel(
             lambda: self.store.head(old_key),
             lambda: list(self.store.list(self.layout.dir_prefix(old))),
             lambda: self.store.head(new_key),
-            lambda: self._has_objects_under(new),
-            lambda: self._create_intent(intent_key, {"op": "rename", "old": old.display, "new": new.display}),
+            lambda: list(self.store.list(self.layout.dir_prefix(new))),
+            lambda: self._read_intent(intent_key),
             *self._head_ancestors(new),
         )
-        resuming = not intent_created
-        try:
-            if old_head is None and not old_under:
-                if resuming and (new_head is not None or new_is_dir):
-                    self.store.delete([intent_key])  # finished earlier; only the record was left
+        at_destination = new_under + ([new_head] if new_head is not None else [])
+        # Our own copies are the only thing allowed at the destination: none on a fresh
+        # rename, copies of the recorded files when resuming one.
+        ours: set[str] = set()
+        if intent is not None:  # copies of the recorded versions, or of the sources as they are now
+            ours = {_bare(etag) for etag in intent.get("etags", [])}
+            ours |= {_bare(info.etag) for info in ([old_head] if old_head is not None else []) + old_under}
+        only_ours = all(_bare(info.etag) in ours for info in at_destination)
+        if old_head is None and not old_under:
+            if intent is not None:
+                self.store.delete([intent_key])
+                if at_destination and only_ours:  # finished earlier; only the record was left
                     return f"Successfully renamed {old_path} to {new_path}"
-                raise PathNotFoundError(f"Error: The path {old_path} does not exist")
-            if (new_head is not None or new_is_dir) and not resuming:
-                raise PathExistsError(f"Error: The destination {new_path} already exists")
-            for ancestor, head in zip(new.ancestors(), ancestor_heads, strict=True):
-                if head is not None:
-                    raise NotADirectoryConflict(
-                        f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"
-                    )
-            moves = self._plan_moves(old, new, old_path, new_path, old_head, old_under)
-        except Exception:
-            if intent_created:
-                self.store.delete([intent_key])  # a refused rename leaves no record
-            raise
+            raise PathNotFoundError(f"Error: The path {old_path} does not exist")
+        if not only_ours:
+            raise PathExistsError(f"Error: The destination {new_path} already exists")
+        for ancestor, head in zip(new.ancestors(), ancestor_heads, strict=True):
+            if head is not None:
+                raise NotADirectoryConflict(
+                    f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"
+                )
+        moves = self._plan_moves(old, new, old_path, new_path, old_head, old_under)
 
-        existing: set[str] = set()
-        if resuming:  # which destinations did the interrupted attempt already write?
-            existing = {info.key for info in self.store.list(self.layout.dir_prefix(new))}
-            if new_head is not None:
-                existing.add(new_key)
+        if intent is None:  # round trip 2: the record, before anything is copied
+            sources = ([old_head] if old_head is not None else []) + old_under
+            recorded = sorted({_bare(info.etag) for info in sources})
+            self._write_intent(intent_key, {"op": "rename", "old": old.display, "new": new.display, "etags": recorded})
+        present = {info.key for info in at_destination}  # all ours, as checked above
         try:
             copied = self._parallel(
-                *[functools.partial(self._move_copy, move, move.target_key in existing, new_path) for move in moves]
+                *[functools.partial(self._move_copy, move, move.target_key in present) for move in moves]
             )
         except PreconditionFailedError:
             raise PreconditionFailedError(
@@ -533,19 +539,16 @@ class EncryptedMemory:
                 "Issue the same rename again to finish it."
             ) from None
         etags = {source: etag for source, etag in copied if etag is not None}
-        try:
-            self.store.delete(list(etags), if_match=etags)
+        try:  # the sources (each only if unchanged since its copy) and, with them, the record
+            self.store.delete([*etags, intent_key], if_match=etags)
         except PreconditionFailedError:
-            self.store.delete([intent_key])
             raise PreconditionFailedError(
                 f"Error: Some files under {old_path} were edited while being renamed. Their newer versions "
                 f"were left at {old_path} and older copies are at {new_path}; nothing was lost."
             ) from None
-        self.store.delete([intent_key])
         return f"Successfully renamed {old_path} to {new_path}"
 
-    def _create_intent(self, key: str, record: dict[str, str]) -> bool:
-        """Write an encrypted intent record if none exists; False if one was there already."""
+    def _write_intent(self, key: str, record: dict[str, Any]) -> None:
         import json
 
         pseudo_path = MemoryPath(".s3memory/" + key.rsplit("/", 1)[1])
@@ -553,9 +556,26 @@ class EncryptedMemory:
         body, metadata = envelope.seal(json.dumps({"v": 1, **record}).encode(), data_key, wrapped)
         try:
             self.store.put(key, body, metadata, if_none_match=True)
-            return True
         except PreconditionFailedError:
-            return False
+            raise PreconditionFailedError(
+                "Error: The same rename is already running elsewhere; try again in a moment."
+            ) from None
+
+    def _read_intent(self, key: str) -> dict[str, Any] | None:
+        """The record of an unfinished rename, or None. An unreadable record counts as none
+        (so it grants nothing): a rename then behaves as if fresh."""
+        import json
+
+        stored = self.store.get(key)
+        if stored is None:
+            return None
+        pseudo_path = MemoryPath(".s3memory/" + key.rsplit("/", 1)[1])
+        try:
+            plaintext, _, _ = self._decrypt(pseudo_path, key, stored.body, stored.metadata)
+            record = json.loads(plaintext)
+        except (IntegrityError, ForeignObjectError, ValueError):
+            return None
+        return record if isinstance(record, dict) and isinstance(record.get("etags"), list) else None
 
     def _plan_moves(
         self,
@@ -586,23 +606,20 @@ class EncryptedMemory:
             moves.append(_Move(info.key, new_prefix + suffix, source_path, target_path, None))
         return moves
 
-    def _move_copy(self, move: _Move, target_exists: bool, new_path: str) -> tuple[str, str | None]:
-        """Copy one source to its target; return (source key, the source ETag copied)."""
+    def _move_copy(self, move: _Move, target_is_ours: bool) -> tuple[str, str | None]:
+        """Copy one source to its target; return (source key, the source ETag copied).
+
+        ``target_is_ours``: the target holds a copy made by an interrupted attempt at this
+        rename; it is kept if it is a copy of this very version, else replaced by it.
+        """
         source_key, target_key, source, target = move.source_key, move.target_key, move.source, move.target
         info = move.head or self.store.head(source_key)
         if info is None:
             return source_key, None  # deleted concurrently: nothing to move
-        if target_exists:
-            # Resuming: the target is ours only if it is a copy of this very write (same
-            # body, same message id); anything else is someone's file, never overwritten.
+        if target_is_ours:
             existing = self.store.head(target_key)
-            if existing is not None:
-                same_write = existing.metadata.get(envelope.META_MESSAGE_ID) == info.metadata.get(
-                    envelope.META_MESSAGE_ID
-                )
-                if existing.etag == info.etag and same_write:
-                    return source_key, info.etag
-                raise PathExistsError(f"Error: The destination {new_path} already exists")
+            if existing is not None and _bare(existing.etag) == _bare(info.etag):
+                return source_key, info.etag
         metadata: Mapping[str, str] = info.metadata
         if source is not None and target is not None:
             try:
@@ -612,5 +629,5 @@ class EncryptedMemory:
                 metadata = envelope.metadata_for(rewrapped, header.message_id, header.commitment)
             except (IntegrityError, ForeignObjectError):
                 pass  # not readable here: move it unchanged, so nothing is lost
-        self.store.copy(source_key, target_key, metadata=metadata, if_match=info.etag, if_none_match=True)
+        self.store.copy(source_key, target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_is_ours)
         return source_key, info.etag

@@ -19,7 +19,7 @@ from s3memory import KeyCache, PathNotFoundError, S3MemoryError, open_memory
 FILES = {
     f"/memories/src/{sub}f{i:02d}.md": f"file {sub}{i}\nsecond line {i}\n" for sub in ("", "deep/") for i in range(12)
 }
-OPERATIONS = ["HeadObject", "ListObjectsV2", "PutObject", "CopyObject", "DeleteObjects"]
+OPERATIONS = ["HeadObject", "ListObjectsV2", "GetObject", "PutObject", "CopyObject", "DeleteObjects"]
 
 
 class FaultInjector:
@@ -70,9 +70,16 @@ def calls_of(command: str, s3_client: Any) -> Counter[str]:
 
 
 def scenarios(command: str) -> list[tuple[str, int]]:
-    # A fault-free rename of 24 files: HEAD 2+24, LIST 2, PUT 1, COPY 24, DeleteObjects 2.
+    # A fault-free rename of 24 files: HEAD 2+24, LIST 2, GET 1, PUT 1, COPY 24, DeleteObjects 1.
     budget = {
-        "rename": {"HeadObject": 26, "ListObjectsV2": 2, "PutObject": 1, "CopyObject": 24, "DeleteObjects": 2},
+        "rename": {
+            "HeadObject": 26,
+            "ListObjectsV2": 2,
+            "GetObject": 1,
+            "PutObject": 1,
+            "CopyObject": 24,
+            "DeleteObjects": 1,
+        },
         "delete": {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1},
     }[command]
     return [(op, k) for op in OPERATIONS for k in range(1, budget.get(op, 0) + 1)]

@@ -91,8 +91,17 @@ def test_warm_tenant_mode_request_budget(tenant_mode: tuple[Any, Meter]) -> None
     assert meter.take() == {"GetObject": 1, "PutObject": 1}
     memory.insert("/memories/d/x.md", 0, "zero")
     assert meter.take() == {"GetObject": 1, "PutObject": 1}
-    memory.rename("/memories/d/x.md", "/memories/y.md")  # the intent record: one PUT, one more delete
-    assert meter.take() == {"HeadObject": 2, "ListObjectsV2": 2, "PutObject": 1, "CopyObject": 1, "DeleteObjects": 2}
+    # checks and a look for an unfinished attempt (GET); the intent record (PUT); the copy;
+    # one DeleteObjects for the source and the record together
+    memory.rename("/memories/d/x.md", "/memories/y.md")
+    assert meter.take() == {
+        "HeadObject": 2,
+        "ListObjectsV2": 2,
+        "GetObject": 1,
+        "PutObject": 1,
+        "CopyObject": 1,
+        "DeleteObjects": 1,
+    }
     memory.delete("/memories/y.md")
     assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1}
 
@@ -107,9 +116,10 @@ def test_rename_and_delete_of_a_directory_scale_per_file(tenant_mode: tuple[Any,
     assert meter.take() == {
         "HeadObject": 2 + 25,
         "ListObjectsV2": 2,
+        "GetObject": 1,
         "PutObject": 1,
         "CopyObject": 25,
-        "DeleteObjects": 2,
+        "DeleteObjects": 1,
     }
     memory.delete("/memories/moved")
     assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1}
