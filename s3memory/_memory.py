@@ -509,6 +509,11 @@ class EncryptedMemory:
             ours = {_bare(etag) for etag in intent.get("etags", [])}
             ours |= {_bare(info.etag) for info in ([old_head] if old_head is not None else []) + old_under}
         only_ours = all(_bare(info.etag) in ours for info in at_destination)
+        # ... and in the shape this rename makes: a file where a file goes, files below the
+        # new path where a directory goes (a copy left by an abandoned attempt at moving a
+        # directory must not end up below a file).
+        if (old_head is not None and new_under) or (old_head is None and new_head is not None):
+            only_ours = False
         if old_head is None and not old_under:
             if intent is not None:
                 self.store.delete([intent_key])
