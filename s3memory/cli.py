@@ -24,7 +24,6 @@ import base64
 import binascii
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     rename = commands.add_parser("rename", help="rename or move a file or a directory")
     rename.add_argument("old_path")
     rename.add_argument("new_path")
-    commands.add_parser("demo", help="run the six commands through the SDK tool on a throwaway local memory")
+    commands.add_parser(
+        "demo", help="an agent remembering across two sessions (scripted offline; Claude with ANTHROPIC_API_KEY)"
+    )
     return parser
 
 
@@ -162,47 +163,11 @@ def run_command(memory: EncryptedMemory, args: argparse.Namespace) -> str:
 
 
 def demo(out: Any = None) -> None:
-    """The six commands through the SDK adapter, then a stored object raw and decrypted."""
-    from ._tool import S3MemoryTool
-    from .stores import LocalDirStore
+    """An agent in two sessions through the SDK's tool runner (scripted unless
+    ANTHROPIC_API_KEY is set), then a stored object raw and decrypted."""
+    from ._demo import run_demo
 
-    out = out or sys.stdout
-    with tempfile.TemporaryDirectory(prefix="s3memory-demo-") as home:
-        store = LocalDirStore(Path(home) / "store")
-        tool = S3MemoryTool(user_id="demo-user", store=store, master_key=generate_master_key())
-        print(f"s3memory demo: a throwaway memory in {home} (local store, local master key)\n", file=out)
-        steps: list[dict[str, Any]] = [
-            {"command": "view", "path": "/memories"},
-            {"command": "create", "path": "/memories/profile.md", "file_text": "# Profile\nName: Ada\nPrefers: tea\n"},
-            {"command": "str_replace", "path": "/memories/profile.md", "old_str": "tea", "new_str": "green tea"},
-            {"command": "insert", "path": "/memories/profile.md", "insert_line": 3, "insert_text": "Timezone: UTC+1\n"},
-            {"command": "create", "path": "/memories/projects/s3memory.md", "file_text": "Status: core done\n"},
-            {"command": "rename", "old_path": "/memories/projects", "new_path": "/memories/work"},
-            {"command": "view", "path": "/memories"},
-            {"command": "view", "path": "/memories/profile.md"},
-            {"command": "view", "path": "/memories/../etc/passwd"},
-            {"command": "delete", "path": "/memories/work"},
-        ]
-        from anthropic.lib.tools import ToolError
-
-        for step in steps:
-            print(f">>> {step}", file=out)
-            try:
-                print(tool.call(step), file=out)
-            except ToolError as error:
-                print(f"[is_error] {error}", file=out)
-            print(file=out)
-
-        key = tool.memory.layout.key_for(tool.memory._parse("/memories/profile.md"))
-        stored = store.get(key)
-        assert stored is not None
-        print(f"--- the stored object {key!r} (what the bucket sees) ---", file=out)
-        for name, value in sorted(stored.metadata.items()):
-            print(f"x-amz-meta-{name}: {value}", file=out)
-        print(f"body ({len(stored.body)} bytes = plaintext + 16-byte tag): {stored.body.hex()}", file=out)
-        print("--- decrypted ---", file=out)
-        print(tool.memory.view("/memories/profile.md").split("\n", 1)[1], file=out)
-        tool.memory.close()
+    run_demo(out or sys.stdout, api_key=os.environ.get("ANTHROPIC_API_KEY"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,10 +97,18 @@ def test_s3_mode(home: Path, capsys: pytest.CaptureFixture[str], s3_client: Any,
     assert run(capsys, *base, "view", "/memories")[1].endswith("1B\t/memories/x\n")
 
 
-def test_demo_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_offline(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sessions through the SDK's real tool runner against the scripted model."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     code, out, _ = run(capsys, "demo")
     assert code == 0
-    assert "File created successfully at: /memories/profile.md" in out
-    assert "[is_error] Error: Invalid path '/memories/../etc/passwd'" in out
-    assert "x-amz-meta-x-amz-c: 115" in out
-    assert "     3\tPrefers: green tea" in out
+    assert "a SCRIPTED model (set ANTHROPIC_API_KEY to talk to Claude)" in out
+    assert "=== session 2: a new conversation ===" in out
+    assert "memory -> File created successfully at: /memories/user/profile.md" in out
+    # session 2 reads what session 1 wrote, through a fresh conversation
+    assert "     2\t- drinks: green tea, never coffee" in out
+    assert "memory -> [is_error] Error: Invalid path '/memories/../../etc/passwd'" in out
+    assert "assistant: Green tea, never coffee." in out
+    raw, decrypted = out.split("--- decrypted by s3memory for user 'ada' ---")
+    assert "x-amz-meta-x-amz-c: 115" in raw and "green tea" not in raw.split("=== what the bucket holds ===")[1]
+    assert "     4\t- lives in: Lisbon" in decrypted

@@ -1,0 +1,165 @@
+"""``s3memory demo``: an agent in two sessions, remembering through the SDK's tool runner.
+
+With ``ANTHROPIC_API_KEY`` set it talks to Claude. Without it, a scripted model answers
+instead: a fake Messages endpoint handed to the real ``anthropic`` client through an httpx
+transport, so the real tool-runner loop, tool_use / tool_result round trips and
+``is_error`` results all run offline. Either way the memory is the embedded default (a
+local directory store and a local master key) in a throwaway directory, and the demo ends
+by showing a stored object as the bucket sees it, beside its decryption.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._keys import generate_master_key
+
+MODEL = os.environ.get("S3MEMORY_DEMO_MODEL", "claude-sonnet-4-5")
+SESSIONS = [
+    "Hi! I'm Ada. I drink green tea, never coffee, and I like short answers. Please remember that.",
+    "Good morning. What do I like to drink? Also note that I now live in Lisbon.",
+]
+
+# What the scripted model says in each turn: a list of content blocks per request.
+SCRIPT: list[list[list[dict[str, Any]]]] = [
+    [  # session 1
+        [{"type": "tool_use", "id": "s1a", "name": "memory", "input": {"command": "view", "path": "/memories"}}],
+        [
+            {"type": "text", "text": "Nothing stored yet. I'll note your preferences."},
+            {
+                "type": "tool_use",
+                "id": "s1b",
+                "name": "memory",
+                "input": {
+                    "command": "create",
+                    "path": "/memories/user/profile.md",
+                    "file_text": "# Ada\n- drinks: green tea, never coffee\n- style: short answers\n",
+                },
+            },
+        ],
+        [{"type": "text", "text": "Noted, Ada: green tea, short answers."}],
+    ],
+    [  # session 2: a new conversation; only the memory carries over
+        [{"type": "tool_use", "id": "s2a", "name": "memory", "input": {"command": "view", "path": "/memories"}}],
+        [
+            {
+                "type": "tool_use",
+                "id": "s2b",
+                "name": "memory",
+                "input": {"command": "view", "path": "/memories/user/profile.md"},
+            }
+        ],
+        [
+            {
+                "type": "tool_use",
+                "id": "s2c",
+                "name": "memory",
+                "input": {"command": "view", "path": "/memories/../../etc/passwd"},
+            }
+        ],
+        [
+            {
+                "type": "tool_use",
+                "id": "s2d",
+                "name": "memory",
+                "input": {
+                    "command": "insert",
+                    "path": "/memories/user/profile.md",
+                    "insert_line": 3,
+                    "insert_text": "- lives in: Lisbon",
+                },
+            }
+        ],
+        [{"type": "text", "text": "Green tea, never coffee. And I've noted that you live in Lisbon now."}],
+    ],
+]
+
+
+def _scripted_http_client(session: int) -> Any:
+    """An httpx client whose transport plays the scripted model for one session."""
+    import httpx2
+
+    turns = iter(SCRIPT[session])
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        content = next(turns)
+        stop = "tool_use" if any(block["type"] == "tool_use" for block in content) else "end_turn"
+        message = {
+            "id": f"msg_scripted_{session}",
+            "type": "message",
+            "role": "assistant",
+            "model": "scripted",
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return httpx2.Response(200, json=message)
+
+    return httpx2.Client(transport=httpx2.MockTransport(handler))
+
+
+def _logging_tool(base: type, out: TextIO) -> Any:
+    """The memory tool, printing each call the model makes and what it gets back."""
+
+    class LoggingTool(base):  # type: ignore[misc]
+        def call(self, input: object) -> str:
+            print(f"  memory <- {json.dumps(input, ensure_ascii=False)}", file=out)
+            try:
+                result = str(super().call(input))
+            except Exception as error:
+                print(f"  memory -> [is_error] {error}", file=out)
+                raise
+            print("  memory -> " + result.replace("\n", "\n             "), file=out)
+            return result
+
+    return LoggingTool
+
+
+def run_demo(out: TextIO, *, api_key: str | None = None) -> None:
+    from anthropic import Anthropic
+
+    from ._tool import S3MemoryTool
+    from .stores import LocalDirStore
+
+    scripted = not api_key
+    with tempfile.TemporaryDirectory(prefix="s3memory-demo-") as home:
+        store = LocalDirStore(Path(home) / "store")
+        tool = _logging_tool(S3MemoryTool, out)(user_id="ada", store=store, master_key=generate_master_key())
+        who = "a SCRIPTED model (set ANTHROPIC_API_KEY to talk to Claude)" if scripted else f"Claude ({MODEL})"
+        print(f"s3memory demo: {who}; memory in {home} (local store, local master key)", file=out)
+        for session, prompt in enumerate(SESSIONS):
+            print(f"\n=== session {session + 1}: a new conversation ===\nuser: {prompt}", file=out)
+            if scripted:
+                client = Anthropic(api_key="scripted", http_client=_scripted_http_client(session), max_retries=0)
+            else:
+                client = Anthropic(api_key=api_key)
+            runner = client.beta.messages.tool_runner(
+                model=MODEL if not scripted else "scripted",
+                max_tokens=1024,
+                tools=[tool],
+                messages=[{"role": "user", "content": prompt}],
+            )
+            for message in runner:
+                for block in message.content:
+                    if block.type == "text" and block.text.strip():
+                        print(f"assistant: {block.text}", file=out)
+
+        memory = tool.memory
+        print("\n=== what the bucket holds ===", file=out)
+        for info in store.list(""):
+            print(f"  {info.key}  ({info.size} bytes)", file=out)
+        key = memory.layout.key_for(memory._parse("/memories/user/profile.md"))
+        stored = store.get(key)
+        if stored is not None:
+            print(f"\n--- {key}: raw, as anyone who can read the bucket sees it ---", file=out)
+            for name, value in sorted(stored.metadata.items()):
+                print(f"  x-amz-meta-{name}: {value}", file=out)
+            print(f"  body ({len(stored.body)} bytes = plaintext + 16-byte tag): {stored.body.hex()}", file=out)
+            print("--- decrypted by s3memory for user 'ada' ---", file=out)
+            print(memory.view("/memories/user/profile.md").split("\n", 1)[1], file=out)
+        memory.close()
