@@ -54,14 +54,20 @@ def contents(memory: Any, paths: list[str]) -> dict[str, str | None]:
     return found
 
 
-def calls_of(command: str, s3_client: Any) -> Counter[str]:
-    """How many calls of each operation a fault-free run of the command makes."""
+def seeded_memory(s3_client: Any, user_id: str) -> Any:
+    """A fresh memory holding FILES, with a cold key cache."""
     memory = open_memory(
-        user_id="probe", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
+        user_id=user_id, bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
     )
-    injector = FaultInjector(s3_client)
     for path, text in FILES.items():
         memory.create(path, text)
+    return memory
+
+
+def calls_of(command: str, s3_client: Any) -> Counter[str]:
+    """How many calls of each operation a fault-free run of the command makes."""
+    memory = seeded_memory(s3_client, "probe")
+    injector = FaultInjector(s3_client)
     injector.calls.clear()
     getattr(memory, command)(*(["/memories/src", "/memories/dst"] if command == "rename" else ["/memories/src"]))
     counts = Counter(injector.calls)
@@ -93,11 +99,7 @@ def test_fault_free_budget_matches_the_scenarios(s3_client: Any) -> None:
 
 @pytest.mark.parametrize(("operation", "k"), scenarios("rename"))
 def test_rename_survives_a_fault_at_every_step(s3_client: Any, operation: str, k: int) -> None:
-    memory = open_memory(
-        user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
-    )
-    for path, text in FILES.items():
-        memory.create(path, text)
+    memory = seeded_memory(s3_client, "alice")
     injector = FaultInjector(s3_client)
     injector.arm(operation, k)
     try:
@@ -125,11 +127,7 @@ def test_rename_survives_a_fault_at_every_step(s3_client: Any, operation: str, k
 
 @pytest.mark.parametrize(("operation", "k"), scenarios("delete"))
 def test_delete_survives_a_fault_and_finishes_when_repeated(s3_client: Any, operation: str, k: int) -> None:
-    memory = open_memory(
-        user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
-    )
-    for path, text in FILES.items():
-        memory.create(path, text)
+    memory = seeded_memory(s3_client, "alice")
     injector = FaultInjector(s3_client)
     injector.arm(operation, k)
     with pytest.raises(S3MemoryError) as info:
@@ -143,11 +141,7 @@ def test_delete_survives_a_fault_and_finishes_when_repeated(s3_client: Any, oper
 def test_rename_never_overwrites_a_file_created_meanwhile(s3_client: Any) -> None:
     """An interrupted rename, then someone else writes into the destination: resuming the
     rename refuses rather than overwrite that file."""
-    memory = open_memory(
-        user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
-    )
-    for path, text in FILES.items():
-        memory.create(path, text)
+    memory = seeded_memory(s3_client, "alice")
     injector = FaultInjector(s3_client)
     injector.arm("CopyObject", 5)
     with pytest.raises(S3MemoryError):
