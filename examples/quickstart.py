@@ -35,7 +35,7 @@ def main() -> None:
     user_id, prompt = sys.argv[1], sys.argv[2]
     client = Anthropic()
     runner = client.beta.messages.tool_runner(
-        model=os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-5"),
+        model=os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-5-5"),
         max_tokens=2048,
         tools=[build_tool(user_id)],
         messages=[{"role": "user", "content": prompt}],

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from ._keys import generate_master_key
 
-MODEL = os.environ.get("S3MEMORY_DEMO_MODEL", "claude-sonnet-4-5")
+MODEL = os.environ.get("S3MEMORY_DEMO_MODEL", "claude-sonnet-5-5")
 SESSIONS = [
     "Hi! I'm Ada. I drink green tea, never coffee, and I like short answers. Please remember that.",
     "Good morning. What do I like to drink? Also note that I now live in Lisbon.",
