@@ -12,6 +12,7 @@ Independent requests of one command are issued concurrently (see ``_parallel``).
 from __future__ import annotations
 
 import functools
+import json
 import random
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 
 from . import _envelope as envelope
 from ._errors import (
+    ConfigurationError,
     EditError,
     ForeignObjectError,
     IntegrityError,
@@ -66,8 +68,6 @@ class Limits:
         for name in ("max_file_bytes", "max_path_bytes", "edit_attempts", "max_workers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                from ._errors import ConfigurationError
-
                 raise ConfigurationError(f"Limits.{name} must be a positive integer")
 
 
@@ -553,11 +553,13 @@ class EncryptedMemory:
             ) from None
         return f"Successfully renamed {old_path} to {new_path}"
 
-    def _write_intent(self, key: str, record: dict[str, Any]) -> None:
-        import json
+    @staticmethod
+    def _intent_path(key: str) -> MemoryPath:
+        """The pseudo path an intent record is sealed for (never a path under /memories)."""
+        return MemoryPath(".s3memory/" + key.rsplit("/", 1)[1])
 
-        pseudo_path = MemoryPath(".s3memory/" + key.rsplit("/", 1)[1])
-        data_key, wrapped = self.keyring.generate(self._binding(pseudo_path))
+    def _write_intent(self, key: str, record: dict[str, Any]) -> None:
+        data_key, wrapped = self.keyring.generate(self._binding(self._intent_path(key)))
         body, metadata = envelope.seal(json.dumps({"v": 1, **record}).encode(), data_key, wrapped)
         try:
             self.store.put(key, body, metadata, if_none_match=True)
@@ -569,14 +571,11 @@ class EncryptedMemory:
     def _read_intent(self, key: str) -> dict[str, Any] | None:
         """The record of an unfinished rename, or None. An unreadable record counts as none
         (so it grants nothing): a rename then behaves as if fresh."""
-        import json
-
         stored = self.store.get(key)
         if stored is None:
             return None
-        pseudo_path = MemoryPath(".s3memory/" + key.rsplit("/", 1)[1])
         try:
-            plaintext, _, _ = self._decrypt(pseudo_path, key, stored.body, stored.metadata)
+            plaintext, _, _ = self._decrypt(self._intent_path(key), key, stored.body, stored.metadata)
             record = json.loads(plaintext)
         except (IntegrityError, ForeignObjectError, ValueError):
             return None
