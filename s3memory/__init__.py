@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._config import Settings
 from ._envelope import binding_context
 from ._errors import (
     BucketNotFoundError,
@@ -31,7 +32,7 @@ from ._errors import (
 )
 from ._factory import open_memory
 from ._keys import KeyCache, generate_master_key
-from ._memory import EncryptedMemory, Limits, format_size
+from ._memory import EncryptedMemory, FileEntry, Limits, format_size
 from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant
 from .stores import InMemoryStore, LocalDirStore, ObjectStore, S3Store
 
@@ -46,6 +47,7 @@ __all__ = [
     "ConfigurationError",
     "EditError",
     "EncryptedMemory",
+    "FileEntry",
     "ForeignObjectError",
     "InMemoryStore",
     "IntegrityError",
@@ -64,6 +66,7 @@ __all__ = [
     "S3MemoryError",
     "S3MemoryTool",
     "S3Store",
+    "Settings",
     "StorageAccessDeniedError",
     "StorageError",
     "StorageUnavailableError",

@@ -113,6 +113,14 @@ class _Move:
     head: ObjectInfo | None
 
 
+@dataclass(frozen=True, order=True)
+class FileEntry:
+    """One stored file: its path under /memories and its plaintext size in bytes."""
+
+    path: str
+    size: int
+
+
 @dataclass
 class _Node:
     size: int = 0
@@ -122,6 +130,11 @@ class _Node:
 def _bare(etag: str) -> str:
     """An ETag without its quotes (radosgw returns copy ETags unquoted)."""
     return etag.strip('"')
+
+
+def _plaintext_size(info: ObjectInfo) -> int:
+    """A V3 body is the plaintext plus a 16-byte GCM tag."""
+    return max(0, info.size - envelope.TAG_BYTES)
 
 
 def _is_hidden(name: str) -> bool:
@@ -321,7 +334,7 @@ class EncryptedMemory:
         root = _Node()
         depth = len(directory.parts)
         for path, info in files:
-            size = max(0, info.size - envelope.TAG_BYTES)
+            size = _plaintext_size(info)
             root.size += size
             names = path.parts[depth:]
             node = root
@@ -344,6 +357,28 @@ class EncryptedMemory:
             "excluding hidden items and node_modules:"
         )
         return header + "\n" + "\n".join(lines)
+
+    # -- beyond the tool: what the CLI and MCP server need ---------------------------
+    def read_text(self, path: str) -> str:
+        """A file's whole text, without line numbers (one GET)."""
+        parsed = self._parse(path)
+        file = self._read_file(parsed, path)
+        if file is not None:
+            return file.text
+        if not parsed.is_root and not self._has_objects_under(parsed):
+            raise PathNotFoundError(f"The path {path} does not exist. Please provide a valid path.")
+        raise InvalidCommandError(f"Error: {path} is a directory, not a file")
+
+    def list_files(self, path: str = "/memories") -> list[FileEntry]:
+        """Every file at or below ``path``, hidden ones included, sorted by path."""
+        parsed = self._parse(path)
+        files = self._files_under(parsed)
+        if not files and not parsed.is_root:
+            head = self.store.head(self.layout.key_for(parsed))
+            if head is None:
+                raise PathNotFoundError(f"The path {path} does not exist. Please provide a valid path.")
+            files = [(parsed, head)]
+        return sorted(FileEntry(p.display, _plaintext_size(info)) for p, info in files)
 
     # -- create ------------------------------------------------------------------------
     def create(self, path: str, file_text: object) -> str:
