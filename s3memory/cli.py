@@ -1,190 +1,407 @@
-"""``s3memory``: the memory commands from a shell, on the embedded default or on S3.
+"""``s3memory``: the memory from a shell, on the embedded default or on S3.
 
-The embedded default needs no AWS account: a local directory store and a local master key
-file, created 0600 on first use. ``--bucket`` switches to S3 (with ``--kms-key-id`` the
-tenant key is wrapped by KMS instead of the local master key).
-
-Environment variables (each overridden by its flag):
-    S3MEMORY_HOME             data directory (default: $XDG_DATA_HOME/s3memory or ~/.local/share/s3memory)
-    S3MEMORY_STORE_DIR        local store directory (default: $S3MEMORY_HOME/store)
-    S3MEMORY_MASTER_KEY_FILE  master key file (default: $S3MEMORY_HOME/master.key)
-    S3MEMORY_USER             user id / tenant (default: "local")
-    S3MEMORY_BUCKET           S3 bucket (unset: the local store)
-    S3MEMORY_PREFIX           key prefix in the bucket
-    S3MEMORY_KMS_KEY_ID       KMS key for the tenant key (or for every object with --key-mode kms)
-    S3MEMORY_ENDPOINT_URL     S3/KMS endpoint (e.g. a local S3-compatible server)
-
-Exit status: 0 success, 1 the command failed (message on stderr), 2 bad usage.
+Built with click (options, environment variables, help) and rich (tables, progress bars).
+Neither is imported by the core: only this module and the console script load them.
+The six tool commands print exactly what the model would see, so scripts can rely on it;
+``ls``, ``cat``, ``import``, ``export`` and ``info`` are conveniences for people.
 """
 
 from __future__ import annotations
 
-import argparse
-import base64
-import binascii
 import os
 import sys
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import Any, NoReturn, TypeVar
 
-from ._errors import ConfigurationError, S3MemoryError
-from ._factory import open_memory
-from ._keys import generate_master_key
-from ._memory import EncryptedMemory
+import click
 
-EXAMPLES = """\
-examples:
+from ._config import ENVIRONMENT, Settings
+from ._errors import (
+    ConfigurationError,
+    IntegrityError,
+    InvalidCommandError,
+    InvalidPathError,
+    PathExistsError,
+    S3MemoryError,
+    StorageError,
+)
+from ._memory import EncryptedMemory, FileEntry, format_size
+
+T = TypeVar("T")
+
+# Exit statuses, also listed in --help and the README.
+EXIT_REFUSED = 1  # the memory refused the command: no such path, exists, invalid input, too large
+EXIT_USAGE = 2  # bad command line (click's own)
+EXIT_CONFIGURATION = 3  # bad settings: user id, master key, missing optional package
+EXIT_STORAGE = 4  # S3/KMS unreachable or refusing, or a stored object failed its integrity check
+
+ROOT = "/memories"
+
+EPILOG = """\b
+Examples:
   s3memory create /memories/notes.md "Prefers short answers."
   s3memory view /memories
   s3memory view /memories/notes.md --range 1 5
-  s3memory str-replace /memories/notes.md "short" "concise"
+  s3memory str-replace /memories/notes.md short concise
   s3memory insert /memories/notes.md 0 "# Notes"
   s3memory rename /memories/notes.md /memories/profile/notes.md
-  s3memory delete /memories/profile
-  s3memory --bucket my-bucket --user alice --kms-key-id alias/memory view /memories
+  s3memory ls -r
+  s3memory cat /memories/profile/notes.md
+  s3memory import ./notes --to /memories/notes
+  s3memory export ./backup
+  s3memory --bucket my-bucket --user alice --kms-key-id alias/memory info
+  s3memory mcp
   s3memory demo
+
+\b
+Exit status: 0 success, 1 the command was refused (message on stderr),
+2 bad usage, 3 bad configuration, 4 storage or integrity failure.
 """
 
 
-def default_home() -> Path:
-    if os.environ.get("S3MEMORY_HOME"):
-        return Path(os.environ["S3MEMORY_HOME"]).expanduser()
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "s3memory"
+def _fail(error: S3MemoryError) -> NoReturn:
+    message = str(error)
+    click.echo(message if message.startswith("Error") else f"Error: {message}", err=True)
+    if isinstance(error, ConfigurationError):
+        sys.exit(EXIT_CONFIGURATION)
+    if isinstance(error, (StorageError, IntegrityError)):
+        sys.exit(EXIT_STORAGE)
+    sys.exit(EXIT_REFUSED)
 
 
-def load_or_create_master_key(path: Path) -> bytes:
-    """Read the base64 master key at ``path``, creating it (mode 0600) if it is missing."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+@contextmanager
+def _memory(ctx: click.Context) -> Iterator[EncryptedMemory]:
+    """The configured memory; any s3memory error becomes a message and an exit status."""
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        pass
-    else:
-        with os.fdopen(fd, "w") as f:
-            f.write(base64.b64encode(generate_master_key()).decode() + "\n")
-    if path.stat().st_mode & 0o077:
-        print(f"s3memory: warning: {path} is readable by other users; chmod 600 it", file=sys.stderr)
-    try:
-        key = base64.b64decode(path.read_text().strip(), validate=True)
-    except (binascii.Error, ValueError):
-        raise ConfigurationError(f"the master key file {path} is not base64") from None
-    if len(key) != 32:
-        raise ConfigurationError(f"the master key file {path} must hold 32 bytes (base64)")
-    return key
-
-
-def build_parser() -> argparse.ArgumentParser:
-    env = os.environ.get
-    parser = argparse.ArgumentParser(
-        prog="s3memory",
-        description="Run Claude memory tool commands on an encrypted memory (local by default, or S3).",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--home", type=Path, default=None, help="data directory [S3MEMORY_HOME]")
-    parser.add_argument("--store-dir", type=Path, default=env("S3MEMORY_STORE_DIR"), help="local store directory")
-    parser.add_argument("--master-key-file", type=Path, default=env("S3MEMORY_MASTER_KEY_FILE"), help="master key file")
-    parser.add_argument("--user", default=env("S3MEMORY_USER", "local"), help="user id (tenant) [S3MEMORY_USER]")
-    parser.add_argument("--bucket", default=env("S3MEMORY_BUCKET"), help="use this S3 bucket [S3MEMORY_BUCKET]")
-    parser.add_argument("--prefix", default=env("S3MEMORY_PREFIX", ""), help="key prefix in the bucket, ending in /")
-    parser.add_argument("--kms-key-id", default=env("S3MEMORY_KMS_KEY_ID"), help="KMS key id, ARN or alias")
-    parser.add_argument(
-        "--key-mode", choices=["tenant", "kms"], default="tenant", help="tenant key (default) or KMS per object"
-    )
-    parser.add_argument("--endpoint-url", default=env("S3MEMORY_ENDPOINT_URL"), help="S3/KMS endpoint URL")
-    parser.add_argument("--region", default=None, help="AWS region")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    view = commands.add_parser("view", help="list a directory or show a file")
-    view.add_argument("path")
-    view.add_argument(
-        "--range", nargs=2, type=int, metavar=("START", "END"), help="lines START..END (END -1: to the end)"
-    )
-    create = commands.add_parser("create", help="create a file (TEXT, or standard input if omitted)")
-    create.add_argument("path")
-    create.add_argument("text", nargs="?")
-    replace = commands.add_parser("str-replace", help="replace the one occurrence of OLD by NEW")
-    replace.add_argument("path")
-    replace.add_argument("old")
-    replace.add_argument("new")
-    insert = commands.add_parser("insert", help="insert TEXT after line LINE (0: at the top)")
-    insert.add_argument("path")
-    insert.add_argument("line", type=int)
-    insert.add_argument("text")
-    delete = commands.add_parser("delete", help="delete a file or a directory")
-    delete.add_argument("path")
-    rename = commands.add_parser("rename", help="rename or move a file or a directory")
-    rename.add_argument("old_path")
-    rename.add_argument("new_path")
-    commands.add_parser(
-        "demo", help="an agent remembering across two sessions (scripted offline; Claude with ANTHROPIC_API_KEY)"
-    )
-    return parser
-
-
-def open_from_args(args: argparse.Namespace) -> EncryptedMemory:
-    home = args.home or default_home()
-    if args.bucket:
-        import boto3
-
-        from .stores._s3 import default_s3_client
-
-        s3 = default_s3_client(endpoint_url=args.endpoint_url, region_name=args.region)
-        options: dict[str, Any] = {"bucket": args.bucket, "s3_client": s3, "prefix": args.prefix}
-        if args.kms_key_id:
-            options["kms_key_id"] = args.kms_key_id
-            options["kms_client"] = boto3.client("kms", endpoint_url=args.endpoint_url, region_name=args.region)
-    else:
-        from .stores import LocalDirStore
-
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        options = {"store": LocalDirStore(args.store_dir or home / "store")}
-        if args.kms_key_id:
-            raise ConfigurationError("--kms-key-id needs --bucket (the local store uses the local master key)")
-    if args.key_mode == "tenant" and "kms_key_id" not in options:
-        options["master_key"] = load_or_create_master_key(args.master_key_file or home / "master.key")
-    return open_memory(user_id=args.user, key_mode=args.key_mode, **options)
-
-
-def run_command(memory: EncryptedMemory, args: argparse.Namespace) -> str:
-    if args.command == "view":
-        return memory.view(args.path, list(args.range) if args.range else None)
-    if args.command == "create":
-        text = sys.stdin.read() if args.text is None else args.text
-        return memory.create(args.path, text)
-    if args.command == "str-replace":
-        return memory.str_replace(args.path, args.old, args.new)
-    if args.command == "insert":
-        return memory.insert(args.path, args.line, args.text)
-    if args.command == "delete":
-        return memory.delete(args.path)
-    return memory.rename(args.old_path, args.new_path)
-
-
-def demo(out: Any = None) -> None:
-    """An agent in two sessions through the SDK's tool runner (scripted unless
-    ANTHROPIC_API_KEY is set), then a stored object raw and decrypted."""
-    from ._demo import run_demo
-
-    run_demo(out or sys.stdout, api_key=os.environ.get("ANTHROPIC_API_KEY"))
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "demo":
-            demo()
-            return 0
-        memory = open_from_args(args)
+        memory = ctx.find_object(Settings).open()  # type: ignore[union-attr]
         try:
-            print(run_command(memory, args))
+            yield memory
         finally:
             memory.close()
     except S3MemoryError as error:
-        message = str(error)
-        print(message if message.startswith("Error") else f"Error: {message}", file=sys.stderr)
-        return 1
+        _fail(error)
+
+
+def _run(ctx: click.Context, command: Callable[[EncryptedMemory], str]) -> None:
+    with _memory(ctx) as memory:
+        click.echo(command(memory))
+
+
+def _option(name: str, **kwargs: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A global option read from its ``S3MEMORY_*`` variable too (shown in --help)."""
+    variable, help_text = ENVIRONMENT[name]
+    flag = "--" + name.replace("_", "-")
+    return click.option(flag, name, envvar=variable, show_envvar=True, help=help_text, **kwargs)
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@_option("home", type=click.Path(path_type=Path))
+@_option("store_dir", type=click.Path(path_type=Path))
+@_option("master_key_file", type=click.Path(path_type=Path))
+@_option("user")
+@_option("bucket")
+@_option("prefix")
+@_option("kms_key_id")
+@_option("key_mode", type=click.Choice(["tenant", "kms"]))
+@_option("endpoint_url")
+@_option("region")
+@click.version_option(package_name="s3memory")
+@click.pass_context
+def cli(ctx: click.Context, /, **options: Any) -> None:
+    """Claude's memory tool on an encrypted store: the local embedded default, or S3.
+
+    Without --bucket the memory lives in a local directory, encrypted under a master key
+    file created (mode 0600) on first use: no AWS account needed.
+    """
+    try:
+        ctx.obj = Settings.from_environment({}, **options)  # click already applied the environment
+    except S3MemoryError as error:
+        _fail(error)
+
+
+# -- the six tool commands ----------------------------------------------------------------
+@cli.command()
+@click.argument("path", default=ROOT)
+@click.option(
+    "--range", "view_range", nargs=2, type=int, metavar="START END", help="lines START..END (END -1: to the end)"
+)
+@click.pass_context
+def view(ctx: click.Context, path: str, view_range: tuple[int, int] | None) -> None:
+    """List a directory (two levels, sizes) or show a file with line numbers."""
+    _run(ctx, lambda m: m.view(path, list(view_range) if view_range else None))
+
+
+@cli.command()
+@click.argument("path")
+@click.argument("text", required=False)
+@click.pass_context
+def create(ctx: click.Context, path: str, text: str | None) -> None:
+    """Create a file from TEXT, or from standard input if TEXT is omitted. Never overwrites."""
+    content = sys.stdin.read() if text is None else text
+    _run(ctx, lambda m: m.create(path, content))
+
+
+@cli.command("str-replace")
+@click.argument("path")
+@click.argument("old")
+@click.argument("new")
+@click.pass_context
+def str_replace(ctx: click.Context, path: str, old: str, new: str) -> None:
+    """Replace the one occurrence of OLD in the file by NEW."""
+    _run(ctx, lambda m: m.str_replace(path, old, new))
+
+
+@cli.command()
+@click.argument("path")
+@click.argument("line", type=int)
+@click.argument("text")
+@click.pass_context
+def insert(ctx: click.Context, path: str, line: int, text: str) -> None:
+    """Insert TEXT after line LINE (0: at the top)."""
+    _run(ctx, lambda m: m.insert(path, line, text))
+
+
+@cli.command()
+@click.argument("path")
+@click.pass_context
+def delete(ctx: click.Context, path: str) -> None:
+    """Delete a file, or a directory with everything under it."""
+    _run(ctx, lambda m: m.delete(path))
+
+
+@cli.command()
+@click.argument("old_path")
+@click.argument("new_path")
+@click.pass_context
+def rename(ctx: click.Context, old_path: str, new_path: str) -> None:
+    """Rename or move a file or a directory. Never overwrites."""
+    _run(ctx, lambda m: m.rename(old_path, new_path))
+
+
+# -- conveniences -------------------------------------------------------------------------
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    # Piped output is for scripts: never wrap or truncate a path to fit 80 columns.
+    width = None if stream.isatty() else 1_000
+    return Console(file=stream, width=width, highlight=False, soft_wrap=True)
+
+
+def _children(entries: list[FileEntry], directory: str) -> list[tuple[str, int]]:
+    """The immediate children of ``directory``: files, and directories with their total size."""
+    sizes: dict[str, int] = {}
+    base = directory.rstrip("/") + "/"
+    for entry in entries:
+        if entry.path.startswith(base):
+            rest = entry.path[len(base) :]
+            name = base + rest.split("/", 1)[0] + ("/" if "/" in rest else "")
+        else:  # ``directory`` is the file itself
+            name = entry.path
+        sizes[name] = sizes.get(name, 0) + entry.size
+    return sorted(sizes.items())
+
+
+@cli.command()
+@click.argument("path", default=ROOT)
+@click.option("-r", "--recursive", is_flag=True, help="every file below PATH, not only its children")
+@click.pass_context
+def ls(ctx: click.Context, path: str, recursive: bool) -> None:
+    """List files with their sizes (hidden files included)."""
+    from rich.table import Table
+
+    with _memory(ctx) as memory:
+        entries = memory.list_files(path)
+    rows = [(e.path, e.size) for e in entries] if recursive else _children(entries, path)
+    table = Table(box=None, show_header=True, pad_edge=False)
+    table.add_column("size", justify="right")
+    table.add_column("bytes", justify="right", style="dim")
+    table.add_column("path")
+    for name, size in rows:
+        table.add_row(format_size(size), str(size), name)
+    console = _console()
+    console.print(table)
+    console.print(f"{len(entries)} file(s), {format_size(sum(e.size for e in entries))}", style="dim")
+
+
+@cli.command()
+@click.argument("path")
+@click.pass_context
+def cat(ctx: click.Context, path: str) -> None:
+    """Print a file's text as stored, without line numbers."""
+    with _memory(ctx) as memory:
+        text = memory.read_text(path)
+    click.echo(text, nl=False)
+
+
+def _bulk(title: str, jobs: list[tuple[str, Callable[[], object]]], workers: int) -> list[tuple[str, str]]:
+    """Run ``jobs`` concurrently behind a progress bar (on stderr); return the failures."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    failures: list[tuple[str, str]] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=_console(stderr=True), transient=False) as progress:
+        task = progress.add_task(title, total=len(jobs))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3memory-bulk") as pool:
+            futures = {pool.submit(job): name for name, job in jobs}
+            for future in as_completed(futures):
+                try:
+                    future.result()
+                except S3MemoryError as error:
+                    failures.append((futures[future], str(error)))
+                progress.advance(task)
+    return sorted(failures)
+
+
+def _report(done: str, total: int, failures: list[tuple[str, str]]) -> None:
+    for name, message in failures:
+        click.echo(f"{name}: {message}", err=True)
+    failed = f", {len(failures)} failed" if failures else ""
+    click.echo(f"{done}: {total - len(failures)} of {total} file(s){failed}")
+    if failures:
+        sys.exit(EXIT_REFUSED)
+
+
+def _local_files(directory: Path) -> Iterator[Path]:
+    """Regular files below ``directory``, symlinks not followed, hidden entries skipped."""
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not Path(root, d).is_symlink())
+        for name in sorted(files):
+            candidate = Path(root, name)
+            if not name.startswith(".") and candidate.is_file() and not candidate.is_symlink():
+                yield candidate
+
+
+@cli.command("import")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--to", "target", default=ROOT, show_default=True, help="memory directory to import into")
+@click.option("--workers", default=16, show_default=True, type=click.IntRange(1, 64), help="concurrent requests")
+@click.pass_context
+def import_(ctx: click.Context, directory: Path, target: str, workers: int) -> None:
+    """Create a memory file for every text file in DIRECTORY (hidden files and symlinks skipped).
+
+    Existing memory files are never overwritten: they are reported and the exit status is 1.
+    """
+    sources = list(_local_files(directory))
+    base = target.rstrip("/")
+
+    def create(source: Path, path: str) -> Callable[[], object]:
+        def job() -> object:
+            try:
+                text = source.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise InvalidCommandError("Error: not UTF-8 text; skipped") from None
+            return memory.create(path, text)
+
+        return job
+
+    with _memory(ctx) as memory:
+        jobs = [(p, create(s, p)) for s in sources for p in [f"{base}/{s.relative_to(directory).as_posix()}"]]
+        failures = _bulk(f"importing into {base}", jobs, workers)
+    _report("imported", len(jobs), failures)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--from", "source", default=ROOT, show_default=True, help="memory directory to export")
+@click.option("--force", is_flag=True, help="overwrite local files that already exist")
+@click.option("--workers", default=16, show_default=True, type=click.IntRange(1, 64), help="concurrent requests")
+@click.pass_context
+def export(ctx: click.Context, directory: Path, source: str, force: bool, workers: int) -> None:
+    """Decrypt every memory file below --from into DIRECTORY, keeping the tree."""
+    base = source.rstrip("/")
+    root = directory.resolve()
+
+    def write(path: str) -> Callable[[], object]:
+        def job() -> object:
+            relative = path[len(base) + 1 :] if path.startswith(base + "/") else PurePosixPath(path).name
+            local = (root / relative).resolve()
+            if not local.is_relative_to(root):  # paths were validated; this is the belt to those braces
+                raise InvalidPathError("Error: the path would leave the export directory; skipped")
+            if local.exists() and not force:
+                raise PathExistsError(f"Error: {local} exists (use --force to overwrite)")
+            text = memory.read_text(path)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            return local.write_text(text, encoding="utf-8")
+
+        return job
+
+    with _memory(ctx) as memory:
+        entries = memory.list_files(source)
+        failures = _bulk(f"exporting {base}", [(e.path, write(e.path)) for e in entries], workers)
+    _report(f"exported to {directory}", len(entries), failures)
+
+
+@cli.command()
+@click.pass_context
+def info(ctx: click.Context) -> None:
+    """Show the tenant, where its memory is, how it is keyed, and its file count and size."""
+    from rich.table import Table
+
+    settings: Settings = ctx.obj
+    with _memory(ctx) as memory:
+        entries = memory.list_files(ROOT)
+        tenant = memory.layout.tenant
+        prefix = memory.layout.memory_prefix
+    if settings.key_mode == "kms":
+        keying = f"kms: one KMS data key per object, under {settings.kms_key_id}"
+    elif settings.kms_key_id:
+        keying = f"tenant: one key per user, wrapped by KMS key {settings.kms_key_id}"
+    else:
+        master = settings.master_key_file or settings.data_home / "master.key"
+        keying = f"tenant: one key per user, wrapped by the local master key {master}"
+    directories = {str(PurePosixPath(e.path).parent) for e in entries} - {ROOT}
+    total = sum(e.size for e in entries)
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for label, value in (
+        ("user", tenant),
+        ("store", settings.location),
+        ("key prefix", prefix),
+        ("key mode", keying),
+        ("files", str(len(entries))),
+        ("directories", str(len(directories))),
+        ("size", f"{format_size(total)} ({total:,} bytes of plaintext)"),
+    ):
+        table.add_row(label, value)
+    _console().print(table)
+
+
+# -- programs -----------------------------------------------------------------------------
+@cli.command()
+def demo() -> None:
+    """An agent remembering across two sessions (scripted offline; Claude with ANTHROPIC_API_KEY)."""
+    from ._demo import run_demo
+
+    run_demo(sys.stdout, api_key=os.environ.get("ANTHROPIC_API_KEY"))
+
+
+@cli.command()
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve this user's memory to MCP clients over stdio (needs: pip install 's3memory[mcp]').
+
+    \b
+    Claude Code: claude mcp add memory -e S3MEMORY_USER=alice -- s3memory mcp
+    """
+    from .mcp_server import serve_stdio
+
+    try:
+        serve_stdio(ctx.obj)
+    except S3MemoryError as error:
+        _fail(error)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script; returns the exit status instead of raising SystemExit."""
+    try:
+        cli.main(args=argv, prog_name="s3memory", standalone_mode=True)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else EXIT_REFUSED
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The basic CLI on the embedded default (local store + local master key) and on S3 (moto)."""
+"""The CLI through click's CliRunner: the six commands, the conveniences, exit statuses, help."""
 
 from __future__ import annotations
 
@@ -7,101 +7,257 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 from conftest import BUCKET
 
-from s3memory.cli import main
+from s3memory import Settings
+from s3memory.cli import EXIT_CONFIGURATION, EXIT_REFUSED, EXIT_STORAGE, EXIT_USAGE, cli, main
+
+ENV_NAMES = (
+    "S3MEMORY_HOME",
+    "S3MEMORY_STORE_DIR",
+    "S3MEMORY_MASTER_KEY_FILE",
+    "S3MEMORY_USER",
+    "S3MEMORY_BUCKET",
+    "S3MEMORY_PREFIX",
+    "S3MEMORY_KMS_KEY_ID",
+    "S3MEMORY_KEY_MODE",
+    "S3MEMORY_ENDPOINT_URL",
+    "S3MEMORY_REGION",
+)
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in (
-        "S3MEMORY_STORE_DIR",
-        "S3MEMORY_MASTER_KEY_FILE",
-        "S3MEMORY_USER",
-        "S3MEMORY_BUCKET",
-        "S3MEMORY_KMS_KEY_ID",
-    ):
+    for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("S3MEMORY_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+def run(*argv: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(argv), input=stdin, catch_exceptions=False)
 
 
-def test_six_commands_on_the_embedded_default(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "create", "/memories/n.md", "alpha\nbeta\n") == (
-        0,
-        "File created successfully at: /memories/n.md\n",
-        "",
-    )
-    assert run(capsys, "view", "/memories/n.md", "--range", "2", "-1")[1] == (
+def test_six_commands_on_the_embedded_default(home: Path) -> None:
+    result = run("create", "/memories/n.md", "alpha\nbeta\n")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "File created successfully at: /memories/n.md\n", "")
+    assert run("view", "/memories/n.md", "--range", "2", "-1").stdout == (
         "Here's the content of /memories/n.md with line numbers:\n     2\tbeta\n     3\t\n"
     )
-    assert run(capsys, "str-replace", "/memories/n.md", "beta", "gamma")[0] == 0
-    assert run(capsys, "insert", "/memories/n.md", "0", "top")[1] == "The file /memories/n.md has been edited.\n"
-    assert run(capsys, "rename", "/memories/n.md", "/memories/d/n.md")[0] == 0
-    code, out, _ = run(capsys, "view", "/memories")
-    assert code == 0 and out.endswith("16B\t/memories/d/\n16B\t/memories/d/n.md\n")
-    assert run(capsys, "delete", "/memories/d")[1] == "Successfully deleted /memories/d\n"
-    key_file = home / "master.key"
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert run("str-replace", "/memories/n.md", "beta", "gamma").exit_code == 0
+    assert run("insert", "/memories/n.md", "0", "top").stdout == "The file /memories/n.md has been edited.\n"
+    assert run("rename", "/memories/n.md", "/memories/d/n.md").exit_code == 0
+    listing = run("view")  # PATH defaults to /memories
+    assert listing.exit_code == 0 and listing.stdout.endswith("16B\t/memories/d/\n16B\t/memories/d/n.md\n")
+    assert run("cat", "/memories/d/n.md").stdout == "top\nalpha\ngamma\n"
+    assert run("delete", "/memories/d").stdout == "Successfully deleted /memories/d\n"
+    assert stat.S_IMODE((home / "master.key").stat().st_mode) == 0o600
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     # memory files on disk are ciphertext
-    assert not any(b"alpha" in p.read_bytes() for p in (home / "store").rglob("*") if p.is_file())
+    run("create", "/memories/secret.md", "alpha-plaintext")
+    assert not any(b"alpha-plaintext" in p.read_bytes() for p in (home / "store").rglob("*") if p.is_file())
 
 
-def test_errors_exit_1_with_message(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "view", "/memories/none") == (
-        1,
-        "",
-        "Error: The path /memories/none does not exist. Please provide a valid path.\n",
-    )
-    code, _, err = run(capsys, "--user", "../evil", "view", "/memories")
-    assert code == 1 and err.startswith("Error: user_id '../evil' is not allowed")
-    assert not (home.parent / "evil").exists()
+def test_create_reads_standard_input(home: Path) -> None:
+    assert run("create", "/memories/s.md", stdin="from stdin\n").exit_code == 0
+    assert run("cat", "/memories/s.md").stdout == "from stdin\n"
 
 
-def test_create_reads_standard_input(
-    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import io
+@pytest.mark.parametrize(
+    ("argv", "status", "message"),
+    [
+        (["view", "/memories/none"], EXIT_REFUSED, "Error: The path /memories/none does not exist."),
+        (["cat", "/memories/../etc/passwd"], EXIT_REFUSED, "Error: Invalid path"),
+        (["insert", "/memories/none", "0", "x"], EXIT_REFUSED, "Error: The path /memories/none does not exist\n"),
+        (["--user", "../evil", "view"], EXIT_CONFIGURATION, "Error: user_id '../evil' is not allowed"),
+        (["--key-mode", "kms", "view"], EXIT_CONFIGURATION, "Error: "),
+        (["frobnicate"], EXIT_USAGE, "No such command 'frobnicate'"),
+        (["insert", "/memories/x", "one", "text"], EXIT_USAGE, "'one' is not a valid integer"),
+    ],
+)
+def test_errors_give_a_message_and_an_exit_status(home: Path, argv: list[str], status: int, message: str) -> None:
+    result = run(*argv)
+    assert result.exit_code == status
+    assert result.stdout == ""
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert not (home.parent / "evil").exists() and not (home.parent.parent / "etc").exists()
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("from stdin\n"))
-    assert run(capsys, "create", "/memories/s.md")[0] == 0
-    assert "1\tfrom stdin" in run(capsys, "view", "/memories/s.md")[1]
+
+def test_refusals_leave_the_memory_unchanged(home: Path) -> None:
+    run("create", "/memories/a.md", "first\n")
+    result = run("create", "/memories/a.md", "second\n")
+    assert (result.exit_code, result.stderr) == (EXIT_REFUSED, "Error: File /memories/a.md already exists\n")
+    assert run("cat", "/memories/a.md").stdout == "first\n"
+    result = run("cat", "/memories")
+    assert (result.exit_code, result.stderr) == (EXIT_REFUSED, "Error: /memories is a directory, not a file\n")
 
 
-def test_bad_master_key_file(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_master_key_file_is_a_configuration_error(home: Path) -> None:
     home.mkdir(parents=True)
     (home / "master.key").write_text("not base64!!\n")
-    code, _, err = run(capsys, "view", "/memories")
-    assert code == 1 and "is not base64" in err
+    result = run("view")
+    assert result.exit_code == EXIT_CONFIGURATION and "is not base64" in result.stderr
 
 
-def test_usage_errors_exit_2(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["frobnicate"])
-    assert info.value.code == 2
+def test_a_tampered_file_is_a_storage_failure(home: Path) -> None:
+    run("create", "/memories/a.md", "original\n")
+    (stored,) = [p for p in (home / "store").rglob("*") if p.is_file() and "a.md" in p.name and "meta" not in p.name]
+    data = bytearray(stored.read_bytes())
+    data[-1] ^= 1
+    stored.write_bytes(bytes(data))
+    result = run("cat", "/memories/a.md")
+    assert result.exit_code == EXIT_STORAGE
+    assert "failed its integrity check" in result.stderr and "original" not in result.output
 
 
-def test_s3_mode(home: Path, capsys: pytest.CaptureFixture[str], s3_client: Any, kms_key_id: str) -> None:
+def test_users_are_isolated_by_flag_and_environment(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run("--user", "alice", "create", "/memories/a.md", "alice's").exit_code == 0
+    monkeypatch.setenv("S3MEMORY_USER", "bob")
+    assert run("view", "/memories/a.md").exit_code == EXIT_REFUSED
+    assert run("--user", "alice", "cat", "/memories/a.md").stdout == "alice's"
+
+
+def test_ls_lists_children_or_every_file(home: Path) -> None:
+    run("create", "/memories/top.md", "12345")
+    run("create", "/memories/dir/a.md", "123")
+    run("create", "/memories/dir/deep/b.md", "1234567")
+    run("create", "/memories/.hidden", "1")
+    children = run("ls")
+    rows = [line.split() for line in children.stdout.splitlines()[1:-1]]
+    assert rows == [["1B", "1", "/memories/.hidden"], ["10B", "10", "/memories/dir/"], ["5B", "5", "/memories/top.md"]]
+    assert children.stdout.splitlines()[-1] == "4 file(s), 16B"
+    recursive = run("ls", "-r", "/memories/dir")
+    assert [line.split()[-1] for line in recursive.stdout.splitlines()[1:-1]] == [
+        "/memories/dir/a.md",
+        "/memories/dir/deep/b.md",
+    ]
+    assert run("ls", "/memories/top.md").stdout.splitlines()[1].split() == ["5B", "5", "/memories/top.md"]
+    missing = run("ls", "/memories/none")
+    assert missing.exit_code == EXIT_REFUSED and "does not exist" in missing.stderr
+
+
+def test_import_then_export_round_trips_a_tree(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "notes"
+    (source / "sub" / "deeper").mkdir(parents=True)
+    (source / "a.md").write_text("alpha\n")
+    (source / "sub" / "b.md").write_text("béta ✓\n")
+    (source / "sub" / "deeper" / "c.txt").write_text("")
+    (source / ".git").mkdir()
+    (source / ".git" / "config").write_text("hidden directory: skipped")
+    (source / ".env").write_text("hidden file: skipped")
+    (source / "link.md").symlink_to(tmp_path / "outside.md")
+    (tmp_path / "outside.md").write_text("symlinks are not followed")
+
+    result = run("import", str(source), "--to", "/memories/notes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "imported: 3 of 3 file(s)\n"
+    assert "3/3" in result.stderr  # the progress bar
+    listed = run("ls", "-r").stdout
+    assert "/memories/notes/sub/deeper/c.txt" in listed and ".git" not in listed and "link" not in listed
+
+    target = tmp_path / "export"
+    result = run("export", str(target), "--from", "/memories/notes")
+    assert (result.exit_code, result.stdout) == (0, f"exported to {target}: 3 of 3 file(s)\n")
+    exported = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert exported == ["a.md", "sub/b.md", "sub/deeper/c.txt"]
+    for name in exported:
+        assert (target / name).read_bytes() == (source / name).read_bytes()
+
+
+def test_import_never_overwrites_and_reports_each_failure(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "notes"
+    source.mkdir()
+    (source / "a.md").write_text("new\n")
+    (source / "b.md").write_text("b\n")
+    (source / "binary.bin").write_bytes(b"\xff\xfe\x00")
+    run("create", "/memories/a.md", "kept\n")
+    result = run("import", str(source))
+    assert result.exit_code == EXIT_REFUSED
+    assert result.stdout == "imported: 1 of 3 file(s), 2 failed\n"
+    assert "/memories/a.md: Error: File /memories/a.md already exists" in result.stderr
+    assert "/memories/binary.bin: Error: not UTF-8 text; skipped" in result.stderr
+    assert run("cat", "/memories/a.md").stdout == "kept\n"
+    assert run("cat", "/memories/b.md").stdout == "b\n"
+    assert run("import", str(tmp_path / "missing")).exit_code == EXIT_USAGE
+
+
+def test_export_refuses_to_overwrite_without_force(home: Path, tmp_path: Path) -> None:
+    run("create", "/memories/a.md", "from memory\n")
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "a.md").write_text("local\n")
+    result = run("export", str(target))
+    assert result.exit_code == EXIT_REFUSED and "exists (use --force to overwrite)" in result.stderr
+    assert (target / "a.md").read_text() == "local\n"
+    assert run("export", str(target), "--force").exit_code == 0
+    assert (target / "a.md").read_text() == "from memory\n"
+
+
+def test_info_describes_the_tenant(home: Path) -> None:
+    run("--user", "ada", "create", "/memories/a.md", "x" * 2048)
+    run("--user", "ada", "create", "/memories/d/b.md", "yz")
+    out = run("--user", "ada", "info").stdout
+    fields = dict(line.split(None, 1) for line in out.splitlines() if line[:1].strip())
+    assert fields["user"].strip() == "ada"
+    assert fields["store"].strip() == str(home / "store")
+    assert fields["files"].strip() == "2" and fields["directories"].strip() == "1"
+    assert fields["size"].strip() == "2.0K (2,050 bytes of plaintext)"
+    assert "local master key" in out
+
+
+def test_s3_mode(home: Path, s3_client: Any, kms_key_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
     base = ["--bucket", BUCKET, "--user", "bob", "--region", "us-east-1"]
-    assert run(capsys, *base, "create", "/memories/x", "1")[0] == 0
-    assert run(capsys, *base, "--kms-key-id", kms_key_id, "--user", "carol", "create", "/memories/y", "2")[0] == 0
+    assert run(*base, "create", "/memories/x", "1").exit_code == 0
+    assert run(*base, "--kms-key-id", kms_key_id, "--user", "carol", "create", "/memories/y", "2").exit_code == 0
     keys = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=BUCKET)["Contents"])
     assert keys == ["bob/.s3memory/tenant-key", "bob/memories/x", "carol/.s3memory/tenant-key", "carol/memories/y"]
-    assert run(capsys, *base, "view", "/memories")[1].endswith("1B\t/memories/x\n")
+    assert run(*base, "view").stdout.endswith("1B\t/memories/x\n")
+    # the same settings from the environment
+    monkeypatch.setenv("S3MEMORY_BUCKET", BUCKET)
+    monkeypatch.setenv("S3MEMORY_REGION", "us-east-1")
+    monkeypatch.setenv("S3MEMORY_USER", "carol")
+    monkeypatch.setenv("S3MEMORY_KMS_KEY_ID", kms_key_id)
+    assert run("cat", "/memories/y").stdout == "2"
+    assert f"s3://{BUCKET}/" in run("info").stdout
+    # a missing bucket is a storage failure, with AWS's reason in words
+    result = run("--bucket", "no-such-bucket", "view")
+    assert result.exit_code == EXIT_STORAGE and result.stderr.startswith("Error: ")
 
 
-def test_demo_runs_offline(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_from_environment_and_overrides() -> None:
+    env = {"S3MEMORY_USER": "u1", "S3MEMORY_HOME": "~/x", "S3MEMORY_KEY_MODE": "kms", "S3MEMORY_PREFIX": ""}
+    settings = Settings.from_environment(env, user="u2")
+    assert settings.user == "u2" and settings.key_mode == "kms" and settings.prefix == ""
+    assert settings.home == Path("~/x").expanduser()
+    with pytest.raises(ValueError, match="key mode must be"):
+        Settings.from_environment({"S3MEMORY_KEY_MODE": "plain"})
+
+
+def test_help_shows_examples_environment_and_exit_statuses(home: Path) -> None:
+    out = run("--help").stdout
+    for needle in ("s3memory import ./notes", "s3memory mcp", "S3MEMORY_BUCKET", "S3MEMORY_KEY_MODE", "Exit status"):
+        assert needle in out
+    for command in ("view", "create", "str-replace", "insert", "delete", "rename", "ls", "cat", "import", "export"):
+        assert f"  {command} " in out
+        assert run(command, "--help").exit_code == 0
+    assert "--range START END" in run("view", "--help").stdout
+
+
+def test_main_returns_the_exit_status(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["create", "/memories/m.md", "x"]) == 0
+    assert main(["view", "/memories/none"]) == EXIT_REFUSED
+    assert main(["--no-such-option"]) == EXIT_USAGE
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_demo_runs_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two sessions through the SDK's real tool runner against the scripted model."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    code, out, _ = run(capsys, "demo")
-    assert code == 0
+    result = run("demo")
+    assert result.exit_code == 0
+    out = result.stdout
     assert "a SCRIPTED model (set ANTHROPIC_API_KEY to talk to Claude)" in out
     assert "=== session 2: a new conversation ===" in out
     assert "memory -> File created successfully at: /memories/user/profile.md" in out

@@ -14,13 +14,14 @@ from conftest import BUCKET, MASTER_KEY
 from s3memory import AsyncS3MemoryTool, ConfigurationError, InMemoryStore, KeyCache, S3MemoryTool
 
 
-def test_import_does_not_load_anthropic_or_boto3() -> None:
+def test_import_does_not_load_anthropic_boto3_or_the_cli_libraries() -> None:
     code = (
         "import sys, s3memory; "
         "from s3memory import open_memory, InMemoryStore; "
         "m = open_memory(user_id='u', store=InMemoryStore(), master_key=bytes(range(32))); "
         "m.create('/memories/a', 'x'); m.view('/memories'); "
-        "print(sorted(k for k in ('anthropic', 'boto3', 'botocore', 'moto') if k in sys.modules))"
+        "heavy = ('anthropic', 'boto3', 'botocore', 'moto', 'click', 'rich', 'mcp'); "
+        "print(sorted(k for k in heavy if k in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
