@@ -1,0 +1,339 @@
+"""``s3memory.mcp_server`` as a client sees it: the server is spawned as a subprocess and
+driven over stdio with the mcp package's own client, on the embedded default in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MASTER_KEY
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult, TextContent
+
+from s3memory import ConfigurationError, EncryptedMemory, InMemoryStore, PathNotFoundError, open_memory
+from s3memory._config import Settings
+from s3memory.mcp_server import build_server
+from s3memory.stores import ObjectInfo
+
+SERVER = [sys.executable, "-W", "error", "-m", "s3memory.mcp_server"]
+TOOLS = {
+    "view": ["path"],
+    "create": ["file_text", "path"],
+    "str_replace": ["new_str", "old_str", "path"],
+    "insert": ["insert_line", "insert_text", "path"],
+    "delete": ["path"],
+    "rename": ["new_path", "old_path"],
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def server_environment(home: Path, user: str = "alice") -> dict[str, str]:
+    """This process's environment without any S3MEMORY_* setting, on the local store in ``home``."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("S3MEMORY_")}
+    env.update(S3MEMORY_HOME=str(home), S3MEMORY_USER=user)
+    return env
+
+
+@asynccontextmanager
+async def connect(home: Path, *, mode: str = "legacy") -> AsyncIterator[Client]:
+    """A client session with a fresh server process; its stderr is checked when it ends.
+
+    ``legacy`` is the initialize handshake that Claude Code and Claude Desktop speak today.
+    """
+    parameters = StdioServerParameters(command=SERVER[0], args=SERVER[1:], env=server_environment(home))
+    errlog = home.parent / f"{home.name}-stderr.log"
+    with errlog.open("a") as err:
+        async with Client(stdio_client(parameters, errlog=err), mode=mode) as client:
+            yield client
+    stderr = errlog.read_text()
+    assert "Traceback" not in stderr and "Warning" not in stderr, stderr
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, str]:
+    """(is_error, text) of one tool call; every answer is exactly one text block."""
+    result = await client.call_tool(tool, arguments)
+    assert isinstance(result, CallToolResult)
+    assert result.structured_content is None
+    [block] = result.content
+    assert isinstance(block, TextContent)
+    return bool(result.is_error), block.text
+
+
+def ok(text: str) -> tuple[bool, str]:
+    return False, text
+
+
+def error(text: str) -> tuple[bool, str]:
+    return True, text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_six_tools_with_their_schemas_and_the_instructions(tmp_path: Path, mode: str) -> None:
+    async with connect(tmp_path, mode=mode) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert client.server_info is not None and client.server_info.name == "s3memory"
+        instructions = client.instructions or ""
+    assert "/memories" in instructions and "ALWAYS VIEW YOUR MEMORY DIRECTORY" in instructions
+    assert sorted(tools) == sorted(TOOLS)
+    for name, tool in tools.items():
+        schema = tool.input_schema
+        assert sorted(schema.get("required", [])) == TOOLS[name], name
+        assert tool.description, name
+        assert tool.output_schema is None, name  # plain text, the memory tool's strings
+        for parameter in schema["properties"].values():
+            assert parameter.get("description"), name
+    view = tools["view"].input_schema["properties"]
+    assert set(view) == {"path", "view_range"}
+    assert {"type": "array", "items": {"type": "integer"}} in view["view_range"]["anyOf"]
+    assert tools["insert"].input_schema["properties"]["insert_line"]["type"] == "integer"
+    assert tools["view"].annotations is not None and tools["view"].annotations.read_only_hint is True
+    assert tools["delete"].annotations is not None and tools["delete"].annotations.destructive_hint is True
+
+
+@pytest.mark.anyio
+async def test_round_trip_with_the_contract_strings(tmp_path: Path) -> None:
+    async with connect(tmp_path) as client:
+        assert await call(client, "create", path="/memories/n.md", file_text="alpha\nbeta\n") == ok(
+            "File created successfully at: /memories/n.md"
+        )
+        assert await call(client, "view", path="/memories/n.md") == ok(
+            "Here's the content of /memories/n.md with line numbers:\n     1\talpha\n     2\tbeta\n     3\t"
+        )
+        assert await call(client, "view", path="/memories/n.md", view_range=[2, -1]) == ok(
+            "Here's the content of /memories/n.md with line numbers:\n     2\tbeta\n     3\t"
+        )
+        assert await call(client, "str_replace", path="/memories/n.md", old_str="beta", new_str="gamma") == ok(
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
+            "     1\talpha\n     2\tgamma\n     3\t"
+        )
+        assert await call(client, "insert", path="/memories/n.md", insert_line=0, insert_text="top") == ok(
+            "The file /memories/n.md has been edited."
+        )
+        assert await call(client, "view", path="/memories/n.md") == ok(
+            "Here's the content of /memories/n.md with line numbers:\n"
+            "     1\ttop\n     2\talpha\n     3\tgamma\n     4\t"
+        )
+        assert await call(client, "rename", old_path="/memories/n.md", new_path="/memories/d/n.md") == ok(
+            "Successfully renamed /memories/n.md to /memories/d/n.md"
+        )
+        assert await call(client, "view", path="/memories") == ok(
+            "Here're the files and directories up to 2 levels deep in /memories, "
+            "excluding hidden items and node_modules:\n"
+            "16B\t/memories\n16B\t/memories/d/\n16B\t/memories/d/n.md"
+        )
+        assert await call(client, "delete", path="/memories/d") == ok("Successfully deleted /memories/d")
+        assert await call(client, "view", path="/memories/d/n.md") == error(
+            "The path /memories/d/n.md does not exist. Please provide a valid path."
+        )
+
+
+@pytest.mark.anyio
+async def test_errors_are_tool_errors_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    async with connect(tmp_path) as client:
+        assert await call(client, "view", path="/memories/missing.md") == error(
+            "The path /memories/missing.md does not exist. Please provide a valid path."
+        )
+        assert await call(client, "view", path="/memories/../x") == error(
+            "Error: Invalid path '/memories/../x': '.' and '..' segments (directory traversal) are not allowed"
+        )
+        assert await call(client, "create", path="/memories/a.md", file_text="one") == ok(
+            "File created successfully at: /memories/a.md"
+        )
+        assert await call(client, "create", path="/memories/a.md", file_text="two") == error(
+            "Error: File /memories/a.md already exists"
+        )
+        assert await call(client, "str_replace", path="/memories/a.md", old_str="zzz", new_str="y") == error(
+            "No replacement was performed, old_str `zzz` did not appear verbatim in /memories/a.md."
+        )
+        assert await call(client, "insert", path="/memories/a.md", insert_line=9, insert_text="x") == error(
+            "Error: Invalid `insert_line` parameter: 9. It should be within the range of lines of the file: [0, 1]"
+        )
+        assert await call(client, "delete", path="/memories") == error(
+            "Error: Cannot delete the /memories directory itself"
+        )
+        # arguments that fail the input schema are refused by the SDK, as a tool error too
+        is_error, text = await call(client, "insert", path="/memories/a.md", insert_line="x", insert_text="y")
+        assert is_error and "insert_line" in text
+        # ... and after all that the server still answers
+        assert await call(client, "view", path="/memories/a.md") == ok(
+            "Here's the content of /memories/a.md with line numbers:\n     1\tone"
+        )
+
+
+@pytest.mark.anyio
+async def test_the_same_encrypted_store_as_the_library_and_per_user(tmp_path: Path) -> None:
+    secret = "the launch code is 0000-SECRET"
+    async with connect(tmp_path) as client:
+        assert not (await call(client, "create", path="/memories/s.md", file_text=secret))[0]
+    alice = Settings(home=tmp_path, user="alice").open()
+    try:
+        assert alice.view("/memories/s.md").endswith("     1\t" + secret)
+        alice.create("/memories/from-library.md", "written directly")
+    finally:
+        alice.close()
+    bob = Settings(home=tmp_path, user="bob").open()
+    try:
+        with pytest.raises(PathNotFoundError):
+            bob.view("/memories/s.md")
+        assert bob.view("/memories").endswith("\n0B\t/memories")
+    finally:
+        bob.close()
+    async with connect(tmp_path) as client:  # a new server process reads what the library wrote
+        assert await call(client, "view", path="/memories/from-library.md") == ok(
+            "Here's the content of /memories/from-library.md with line numbers:\n     1\twritten directly"
+        )
+    stored = [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
+    assert stored
+    for path in stored:
+        data = path.read_bytes()
+        assert b"SECRET" not in data and b"written directly" not in data, path
+
+
+@pytest.mark.anyio
+async def test_the_memory_is_opened_once_and_a_failed_opening_is_retried() -> None:
+    """In process: the tools open the memory on first use; a setting that fails is a tool error."""
+    attempts: list[int] = []
+
+    def open_once_configured() -> EncryptedMemory:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConfigurationError("Error: the master key file /k must hold 32 bytes (base64)")
+        return open_memory(user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY)
+
+    server = build_server(open_once_configured)
+    assert attempts == []
+    async with Client(server) as client:
+        assert await call(client, "view", path="/memories") == error(
+            "Error: the master key file /k must hold 32 bytes (base64)"
+        )
+        assert not (await call(client, "create", path="/memories/a.md", file_text="a"))[0]
+        assert not (await call(client, "view", path="/memories/a.md"))[0]
+    assert len(attempts) == 2
+
+
+@pytest.mark.anyio
+async def test_an_unexpected_failure_reaches_the_client_without_its_details(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class BrokenStore(InMemoryStore):  # fails listing with something that is no StorageError
+        def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
+            raise RuntimeError("internal detail: s3://secret-bucket/key")
+
+    def open_broken() -> EncryptedMemory:
+        return open_memory(user_id="alice", store=BrokenStore(), master_key=MASTER_KEY)
+
+    async with Client(build_server(open_broken)) as client:
+        assert await call(client, "view", path="/memories") == error(
+            "Error: The memory backend failed unexpectedly (RuntimeError)."
+        )
+        assert await call(client, "delete", path="/memories/a.md") == error(
+            "Error: The memory backend failed unexpectedly (RuntimeError)."
+        )
+    assert "internal detail" in caplog.text  # logged (to stderr) for the operator, with its traceback
+
+
+def test_stdout_carries_only_the_protocol(tmp_path: Path) -> None:
+    """Raw JSON-RPC: every stdout line is a protocol message, and closing stdin ends the server."""
+    process = subprocess.Popen(
+        SERVER,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_environment(tmp_path),
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        process.stdin.flush()
+
+    try:
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"},
+                },
+            }
+        )
+        initialized = json.loads(process.stdout.readline())
+        assert initialized["id"] == 1 and initialized["result"]["serverInfo"]["name"] == "s3memory"
+        send({"method": "notifications/initialized"})
+        arguments = {"path": "/memories/x.md", "file_text": "hi"}
+        send({"id": 2, "method": "tools/call", "params": {"name": "create", "arguments": arguments}})
+        created = json.loads(process.stdout.readline())
+        assert created["id"] == 2 and created["result"]["isError"] is False
+        text = "File created successfully at: /memories/x.md"
+        assert created["result"]["content"] == [{"type": "text", "text": text}]
+        stdout, stderr = process.communicate(timeout=10)  # closes stdin: the client is gone
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr
+    assert stdout == ""
+    assert "s3memory: serving the memory of alice at" in stderr and "Traceback" not in stderr
+
+
+def run_python(code: str, tmp_path: Path) -> str:
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=server_environment(tmp_path),
+        timeout=30,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+def test_importing_the_module_does_not_import_mcp(tmp_path: Path) -> None:
+    loaded = run_python(
+        """
+        import sys
+        import s3memory, s3memory.mcp_server
+        print(sorted(m for m in sys.modules if m == "mcp" or m.startswith(("mcp.", "mcp_types"))))
+        """,
+        tmp_path,
+    )
+    assert loaded == "[]"
+
+
+def test_without_mcp_serve_stdio_raises_configuration_error(tmp_path: Path) -> None:
+    answer = run_python(
+        """
+        import sys
+        sys.modules["mcp"] = None  # what an environment without the extra sees: ImportError
+        from s3memory import ConfigurationError
+        from s3memory._config import Settings
+        from s3memory.mcp_server import build_server, serve_stdio
+        for attempt in (lambda: serve_stdio(Settings.from_environment()), lambda: build_server(lambda: None)):
+            try:
+                attempt()
+            except ConfigurationError as exc:
+                print(exc)
+        """,
+        tmp_path,
+    )
+    hint = "the MCP server needs the mcp package: pip install 's3memory[mcp]'"
+    assert answer.splitlines() == [hint, hint]
+    assert not (tmp_path / "store").exists() and not (tmp_path / "master.key").exists()
