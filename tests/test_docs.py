@@ -29,3 +29,18 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 def test_security_policy_exists() -> None:
     text = (ROOT / "SECURITY.md").read_text()
     assert "replay" in text.lower()
+
+
+def test_readme_documents_every_setting_and_cli_command() -> None:
+    from s3memory._config import ENVIRONMENT
+    from s3memory.cli import cli
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Configuration") : readme.index("## Performance")]
+    for name, (variable, _) in ENVIRONMENT.items():
+        assert f"`{variable}`" in table, variable
+        assert f"`--{name.replace('_', '-')}`" in table, name
+    cli_section = readme[readme.index("## The CLI") : readme.index("## AWS Lambda")]
+    examples = [line.split() for line in cli_section.splitlines() if line.startswith("s3memory ")]
+    shown = {word for words in examples for word in words}
+    assert set(cli.commands) - shown == {"demo", "mcp"}  # which have their own sections
