@@ -210,3 +210,121 @@ def test_conditional_delete_keeps_changed_objects(store: ObjectStore, request: p
     with pytest.raises(PreconditionFailedError):
         store.delete(["t/a", "t/b"], if_match={"t/a": first, "t/b": unchanged})
     assert [i.key for i in store.list("t/")] == ["t/a"]
+
+
+# --- purge: every object (and version) under a prefix, for erasing a tenant --------------
+
+
+def test_purge_is_prefix_scoped(store: ObjectStore) -> None:
+    for key in ["t/a", "t/d/b", "t/.s3memory/tenant-key", "t2/a", "tt/a", "u/t/a"]:
+        store.put(key, b"x", {})
+    assert store.purge("t/") == 3
+    assert [i.key for i in store.list("t/")] == []
+    assert sorted(i.key for p in ("t2/", "tt/", "u/") for i in store.list(p)) == ["t2/a", "tt/a", "u/t/a"]
+    assert store.purge("t/") == 0  # nothing left: not an error
+
+
+def test_purge_with_suffix_keeps_the_rest(store: ObjectStore) -> None:
+    for key in ["t/.s3memory/tenant-key", "t/.s3memory/names-key", "t/.s3memory/intents/x", "t/memories/a-key"]:
+        store.put(key, b"x", {})
+    assert store.purge("t/.s3memory/", suffix="-key") == 2
+    assert [i.key for i in store.list("t/")] == ["t/.s3memory/intents/x", "t/memories/a-key"]
+
+
+@pytest.mark.parametrize("prefix", ["", "t", "/t/", "t//", "t/a"])
+def test_purge_refuses_a_prefix_that_is_not_a_directory(store: ObjectStore, prefix: str) -> None:
+    store.put("t/a", b"x", {})
+    with pytest.raises(ValueError):
+        store.purge(prefix)
+    assert [i.key for i in store.list("t/")] == ["t/a"]
+
+
+def test_purge_more_than_one_batch(store: ObjectStore) -> None:
+    keys = [f"t/bulk/{i:05d}" for i in range(1001)]
+    for key in keys:
+        store.put(key, b"", {})
+    store.put("t/bulk-other", b"", {})
+    assert store.purge("t/bulk/") == 1001
+    assert [i.key for i in store.list("t/")] == ["t/bulk-other"]
+
+
+def test_purge_removes_every_version_and_delete_marker(store: ObjectStore) -> None:
+    if not isinstance(store, S3Store):
+        pytest.skip("only S3 keeps versions")
+    store.client.put_bucket_versioning(Bucket=store.bucket, VersioningConfiguration={"Status": "Enabled"})
+    for body in (b"v1", b"v2", b"v3"):
+        store.put("t/a", body, {})
+        store.put("t2/a", body, {})
+    store.put("t/b", b"b", {})
+    store.delete(["t/b"])  # a delete marker over one version
+    assert store.purge("t/") == 5  # three versions of t/a, one of t/b, one delete marker
+    left = store.client.list_object_versions(Bucket=store.bucket, Prefix="t/")
+    assert left.get("Versions", []) == [] and left.get("DeleteMarkers", []) == []
+    others = store.client.list_object_versions(Bucket=store.bucket, Prefix="t2/")
+    assert len(others["Versions"]) == 3
+    assert store.purge("t2/") == 3  # leaves the bucket empty for the fixture's clean-up
+
+
+def test_local_store_purges_corrupt_files(tmp_path: Path) -> None:
+    store = LocalDirStore(tmp_path / "store")
+    store.put("t/memories/a", b"x", {})
+    (tmp_path / "store" / "t" / "memories" / "broken").write_bytes(b"not an object")
+    assert [i.key for i in store.list("t/")] == ["t/memories/a"]  # a listing skips it ...
+    assert store.purge("t/") == 2  # ... a purge does not
+    assert not (tmp_path / "store" / "t").exists()
+
+
+class PrefixScopedClient:
+    """A boto3 S3 client as a role with ListBucket only under an ``s3:prefix`` condition
+    sees S3: GET and HEAD of a missing key answer 403, not 404 (``deny_existing`` also
+    refuses existing keys, as a role without GetObject would)."""
+
+    def __init__(self, inner: Any, *, deny_existing: bool = False) -> None:
+        self._inner, self.meta, self.deny_existing = inner, inner.meta, deny_existing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _read(self, operation: str, **kwargs: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        refusal = {
+            "Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+            "ResponseMetadata": {"HTTPStatusCode": 403},
+        }
+        try:
+            response = getattr(self._inner, operation)(**kwargs)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
+                raise ClientError(refusal, operation) from None  # type: ignore[arg-type]
+            raise
+        if self.deny_existing:
+            raise ClientError(refusal, operation)  # type: ignore[arg-type]
+        return response
+
+    def get_object(self, **kwargs: Any) -> Any:
+        return self._read("get_object", **kwargs)
+
+    def head_object(self, **kwargs: Any) -> Any:
+        return self._read("head_object", **kwargs)
+
+
+def test_a_403_for_a_missing_key_reads_as_missing(s3_client: Any) -> None:
+    from conftest import BUCKET, MASTER_KEY
+
+    from s3memory import KeyCache, PathNotFoundError, StorageAccessDeniedError, open_memory
+    from s3memory.stores import S3Store
+
+    store = S3Store(BUCKET, PrefixScopedClient(s3_client))
+    assert store.get("alice/memories/none") is None and store.head("alice/memories/none") is None
+    memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    assert memory.create("/memories/a.md", "hi") == "File created successfully at: /memories/a.md"
+    assert memory.read_text("/memories/a.md") == "hi"
+    with pytest.raises(PathNotFoundError):
+        memory.view("/memories/none.md")
+    # a refusal of a key that exists stays a refusal
+    refusing = S3Store(BUCKET, PrefixScopedClient(s3_client, deny_existing=True))
+    with pytest.raises(StorageAccessDeniedError):
+        refusing.get("alice/memories/a.md")
+    with pytest.raises(StorageAccessDeniedError):
+        refusing.head("alice/memories/a.md")

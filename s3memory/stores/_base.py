@@ -13,12 +13,17 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """What a listing or a HEAD returns. ``metadata`` is empty in listings."""
+    """What a listing or a HEAD returns. ``metadata`` is empty in listings.
+
+    ``last_modified`` is seconds since the epoch of the last write (listings fill it in;
+    0.0 where a store cannot tell).
+    """
 
     key: str
     size: int
     etag: str
     metadata: Mapping[str, str] = field(default_factory=dict)
+    last_modified: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class StoredObject:
     body: bytes
     etag: str
     metadata: Mapping[str, str]
+    last_modified: float = 0.0
 
 
 class ObjectStore(ABC):
@@ -87,7 +93,28 @@ class ObjectStore(ABC):
         is kept, and ``PreconditionFailedError`` is raised after the others are deleted.
         """
 
+    def purge(self, prefix: str, *, suffix: str = "") -> int:
+        """Delete for good every object whose key starts with ``prefix`` (and ends with
+        ``suffix``), with every version and delete marker a versioned bucket keeps of it;
+        return how many objects (versions) were removed. Nothing there is not an error.
+
+        ``prefix`` must be non-empty and end with ``/``, so that one tenant's purge can never
+        reach another's (``alice/`` is not a prefix of ``alice2/...``). This default, for
+        stores without versions, lists and deletes; a failure part-way leaves the rest, and
+        purging again finishes the job.
+        """
+        check_purge_prefix(prefix)
+        keys = [info.key for info in self.list(prefix) if info.key.endswith(suffix)]
+        self.delete(keys)
+        return len(keys)
+
     @property
     def identity(self) -> str:
         """A stable, non-secret name of where the data lives (used to key caches)."""
         return f"{type(self).__name__}:{id(self)}"
+
+
+def check_purge_prefix(prefix: str) -> None:
+    """Refuse a purge prefix that could reach beyond one directory of keys (e.g. ``""``)."""
+    if not isinstance(prefix, str) or not prefix.endswith("/") or prefix.startswith("/") or "//" in prefix:
+        raise ValueError(f"purge needs a key prefix ending in '/', not {prefix!r}")

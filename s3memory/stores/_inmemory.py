@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from .._errors import PreconditionFailedError
-from ._base import ObjectInfo, ObjectStore, StoredObject
+from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix
 
 
 def _etag(body: bytes) -> str:
@@ -45,7 +46,7 @@ class InMemoryStore(ObjectStore):
                 raise PreconditionFailedError("Error: the object already exists")
             if if_match is not None and (current is None or current.etag != if_match):
                 raise PreconditionFailedError("Error: the object changed concurrently")
-            obj = StoredObject(bytes(body), _etag(body), dict(metadata))
+            obj = StoredObject(bytes(body), _etag(body), dict(metadata), time.time())
             self._objects[key] = obj
             return obj.etag
 
@@ -64,7 +65,7 @@ class InMemoryStore(ObjectStore):
                 raise PreconditionFailedError("Error: the source object changed concurrently")
             if if_none_match and destination in self._objects:
                 raise PreconditionFailedError("Error: the destination object already exists")
-            self._objects[destination] = StoredObject(current.body, current.etag, dict(metadata))
+            self._objects[destination] = StoredObject(current.body, current.etag, dict(metadata), time.time())
             return current.etag
 
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
@@ -72,7 +73,15 @@ class InMemoryStore(ObjectStore):
             keys = sorted(k for k in self._objects if k.startswith(prefix))
             found = [(k, self._objects[k]) for k in keys[:limit]]
         for key, obj in found:
-            yield ObjectInfo(key, len(obj.body), obj.etag)
+            yield ObjectInfo(key, len(obj.body), obj.etag, last_modified=obj.last_modified)
+
+    def purge(self, prefix: str, *, suffix: str = "") -> int:
+        check_purge_prefix(prefix)
+        with self._lock:
+            doomed = [k for k in self._objects if k.startswith(prefix) and k.endswith(suffix)]
+            for key in doomed:
+                del self._objects[key]
+        return len(doomed)
 
     def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
         changed = []

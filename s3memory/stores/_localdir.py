@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from .._errors import PreconditionFailedError, StorageError
-from ._base import ObjectInfo, ObjectStore, StoredObject
+from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix
 
 _MAGIC = b"S3MO\x01"  # format version 1
 _HEADER = struct.Struct(">5sI")
@@ -117,9 +117,10 @@ class LocalDirStore(ObjectStore):
             return None
         try:
             metadata, body = self._read(path)
+            modified = path.stat().st_mtime
         except FileNotFoundError:
             return None
-        return StoredObject(body, _etag(body), metadata)
+        return StoredObject(body, _etag(body), metadata, modified)
 
     def head(self, key: str) -> ObjectInfo | None:
         obj = self.get(key)
@@ -163,13 +164,14 @@ class LocalDirStore(ObjectStore):
             self._write(self._file(destination), current.body, metadata)
         return current.etag
 
-    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
+    def _keys_with_prefix(self, prefix: str) -> list[str]:
+        """Every stored key starting with ``prefix``, sorted (readable or not)."""
         keys: list[str] = []
         # Walk only the deepest directory the prefix fully names.
         base_parts = prefix.split("/")[:-1]
         base = self.root.joinpath(*base_parts) if base_parts else self.root
         if not base.is_dir():
-            return
+            return keys
         for dirpath, dirnames, filenames in os.walk(base):
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             if rel_dir == ".":
@@ -181,13 +183,36 @@ class LocalDirStore(ObjectStore):
                 if key.startswith(prefix):
                     keys.append(key)
         keys.sort()
+        return keys
+
+    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
+        keys = self._keys_with_prefix(prefix)
         for key in keys[:limit]:
             try:
                 obj = self.get(key)
             except StorageError:
                 continue  # a corrupt file must not break the listing
             if obj is not None:
-                yield ObjectInfo(key, len(obj.body), obj.etag)
+                yield ObjectInfo(key, len(obj.body), obj.etag, last_modified=obj.last_modified)
+
+    def purge(self, prefix: str, *, suffix: str = "") -> int:
+        """No versions here: every matching file is removed, corrupt ones included."""
+        check_purge_prefix(prefix)
+        removed = 0
+        with self._locked():
+            for key in self._keys_with_prefix(prefix):
+                if not key.endswith(suffix):
+                    continue
+                path = self._file(key)
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise StorageError(f"Error: the local store could not delete: {exc.strerror}") from exc
+                removed += 1
+                self._prune(path)
+        return removed
 
     def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
         changed = []

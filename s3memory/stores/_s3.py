@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .._aws_errors import map_aws_error
-from .._errors import PreconditionFailedError, StorageError
-from ._base import ObjectInfo, ObjectStore, StoredObject
+from .._errors import PreconditionFailedError, StorageAccessDeniedError, StorageError
+from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
@@ -52,13 +52,31 @@ class S3Store(ObjectStore):
         except (ClientError, BotoCoreError) as exc:
             raise map_aws_error(exc, operation) from exc
 
+    def _missing_or_raise(self, exc: StorageError, key: str) -> None:
+        """Return if ``exc`` means the key does not exist; raise it otherwise.
+
+        S3 answers 403, not 404, for a missing key unless the caller may list the bucket
+        unconditionally; a tenant-scoped role may list only its own prefix. So a refusal is
+        checked with a LIST of the key itself, which such a role may make: an absent key is
+        missing, a present one is a real refusal (one extra request, on this path only).
+        """
+        if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
+            return
+        if isinstance(exc, StorageAccessDeniedError):
+            try:
+                response = self._call("list_objects_v2", Prefix=key, MaxKeys=1)
+            except StorageError:
+                raise exc from exc.__cause__  # the original refusal
+            if not any(item.get("Key") == key for item in response.get("Contents", [])):
+                return
+        raise exc
+
     def get(self, key: str) -> StoredObject | None:
         try:
             response = self._call("get_object", Key=key)
         except StorageError as exc:
-            if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
-                return None
-            raise
+            self._missing_or_raise(exc, key)
+            return None
         try:
             body = response["Body"].read()
         except Exception as exc:  # a broken stream is a transient storage failure
@@ -69,9 +87,8 @@ class S3Store(ObjectStore):
         try:
             response = self._call("head_object", Key=key)
         except StorageError as exc:
-            if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
-                return None
-            raise
+            self._missing_or_raise(exc, key)
+            return None
         return ObjectInfo(key, response["ContentLength"], response["ETag"], dict(response.get("Metadata", {})))
 
     def put(
@@ -132,13 +149,42 @@ class S3Store(ObjectStore):
         while True:
             response = self._call("list_objects_v2", **kwargs)
             for item in response.get("Contents", []):
-                yield ObjectInfo(item["Key"], item["Size"], item.get("ETag", ""))
+                modified = item["LastModified"].timestamp() if "LastModified" in item else 0.0
+                yield ObjectInfo(item["Key"], item["Size"], item.get("ETag", ""), last_modified=modified)
                 yielded += 1
                 if limit is not None and yielded >= limit:
                     return
             if not response.get("IsTruncated"):
                 return
             kwargs["ContinuationToken"] = response["NextContinuationToken"]
+
+    def purge(self, prefix: str, *, suffix: str = "") -> int:
+        """``ListObjectVersions`` under ``prefix`` (every version and delete marker, so a
+        versioned bucket keeps nothing), then ``DeleteObjects`` with each ``VersionId``, 1,000
+        at a time. On an unversioned bucket each key has one version, ``null``. Needs
+        ``s3:ListBucketVersions`` and ``s3:DeleteObjectVersion``."""
+        check_purge_prefix(prefix)
+        doomed: list[dict[str, str]] = []
+        kwargs: dict[str, Any] = {"Prefix": prefix}
+        while True:
+            response = self._call("list_object_versions", **kwargs)
+            for item in [*response.get("Versions", []), *response.get("DeleteMarkers", [])]:
+                if item["Key"].startswith(prefix) and item["Key"].endswith(suffix):
+                    doomed.append({"Key": item["Key"], "VersionId": item.get("VersionId") or "null"})
+            if not response.get("IsTruncated"):
+                break
+            kwargs["KeyMarker"] = response.get("NextKeyMarker", "")
+            kwargs["VersionIdMarker"] = response.get("NextVersionIdMarker", "")
+        for start in range(0, len(doomed), DELETE_BATCH):
+            batch = doomed[start : start + DELETE_BATCH]
+            response = self._call("delete_objects", Delete={"Objects": batch, "Quiet": True})
+            errors = [e for e in response.get("Errors", []) if e.get("Code") not in ("NoSuchKey", "NoSuchVersion")]
+            if errors:
+                raise StorageError(
+                    f"Error: Memory storage failed during delete_objects: "
+                    f"{len(errors)} of {len(batch)} object versions could not be deleted ({errors[0].get('Code')})."
+                )
+        return len(doomed)
 
     def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
         conditions = if_match or {}
