@@ -26,7 +26,8 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ._envelope import (
@@ -40,7 +41,7 @@ from ._envelope import (
     canonical_json,
 )
 from ._errors import ConfigurationError, IntegrityError, PreconditionFailedError, TenantKeyError
-from .stores import ObjectStore
+from .stores import ObjectStore, StoredObject
 
 TENANT_KEY_FORMAT_VERSION = 1
 CONTEXT_KEY_ID = "s3memory:kid"
@@ -88,6 +89,19 @@ class KeyCache:
         with self._lock:
             self._entries.clear()
 
+    def discard(self, key: Hashable) -> None:
+        """Forget one entry (e.g. the key of an erased tenant)."""
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def discard_matching(self, predicate: Callable[[Hashable], bool]) -> int:
+        """Forget every entry whose cache key satisfies ``predicate``; return how many."""
+        with self._lock:
+            doomed = [key for key in self._entries if predicate(key)]
+            for key in doomed:
+                del self._entries[key]
+            return len(doomed)
+
 
 _PROCESS_KEY_CACHE = KeyCache()
 
@@ -120,6 +134,22 @@ class Keyring(ABC):
     @abstractmethod
     def unwrap(self, wrapped: WrappedKey, binding: dict[str, str]) -> bytes:
         """The data key, if ``wrapped`` was made for exactly ``binding``; else IntegrityError."""
+
+    def rewrap_if_stale(self, data_key: bytes, wrapped: WrappedKey, binding: dict[str, str]) -> WrappedKey:
+        """``wrapped``, or ``data_key`` wrapped afresh if ``wrapped`` used a retired key.
+
+        For writers that keep a file's data key (edits): after a tenant key rotation they
+        write the file back under the current key instead of the one they read.
+        """
+        return wrapped
+
+    def forget(self, tenant: str) -> None:  # noqa: B027 - optional hook
+        """Drop every key of ``tenant`` this keyring cached (after the tenant was erased)."""
+
+    @property
+    def key_cache(self) -> KeyCache | None:
+        """Where this keyring caches unwrapped keys, if anywhere."""
+        return None
 
 
 # --- master keys: what wraps a tenant key ---------------------------------------------
@@ -217,9 +247,109 @@ def _kms_call(client: Any, operation: str, **kwargs: Any) -> Any:
 
 # --- tenant-key mode ----------------------------------------------------------------
 
+MAX_RETIRED_KEYS = 16  # a rotation retires one key at a time; more means a corrupt document
+_MISSING_TENANT_KEY = (
+    "Error: The encryption key of this memory is missing, so its files cannot be decrypted (was this user erased?)."
+)
+_CORRUPT_TENANT_KEY = "Error: The tenant key of this memory failed its integrity check."
+
+
+def key_document_context(tenant: str, purpose: str, key_id: str) -> dict[str, str]:
+    """The context a master key wraps a tenant's internal key under (tenant key, names key)."""
+    return {CONTEXT_TENANT: tenant, CONTEXT_PURPOSE: purpose, CONTEXT_KEY_ID: key_id}
+
+
+@dataclass(frozen=True)
+class RetiredKey:
+    """A former tenant key, kept (wrapped) in the document while objects may still use it."""
+
+    kid: str
+    wrapped: bytes
+    retired_at: float  # seconds since the epoch, when a rotation replaced it
+
+
+class TenantKeys:
+    """A tenant key document, opened: the current key, which wraps every new data key, and
+    the retired keys that objects written before a rotation may still use (each unwrapped
+    by the master key on first use only, so a cold read costs one unwrap as before)."""
+
+    def __init__(
+        self,
+        *,
+        kid: str,
+        key: bytes,
+        wrapped: bytes,
+        wrapper: str,
+        unwrap_retired: Callable[[RetiredKey], bytes],
+        retired: Iterable[RetiredKey] = (),
+        etag: str = "",
+    ) -> None:
+        self.kid = kid
+        self.key = key
+        self.wrapped = wrapped
+        self.wrapper = wrapper
+        self.retired = tuple(retired)
+        self.etag = etag  # of the stored document these keys came from ("" if not stored)
+        self._unwrap_retired = unwrap_retired
+        self._opened: dict[str, bytes] = {kid: key}
+        self._lock = threading.Lock()
+
+    def key_for(self, kid: str) -> bytes | None:
+        """The key with id ``kid``, current or retired; ``None`` if the document has none."""
+        key = self._opened.get(kid)
+        if key is not None:
+            return key
+        entry = next((r for r in self.retired if r.kid == kid), None)
+        if entry is None:
+            return None
+        with self._lock:
+            key = self._opened.get(kid)
+            if key is None:
+                key = self._unwrap_retired(entry)
+                self._opened[kid] = key
+            return key
+
+    def evolve(self, *, retired: Iterable[RetiredKey] | None = None, etag: str | None = None) -> TenantKeys:
+        """The same current key with other retired keys or another ETag."""
+        evolved = TenantKeys(
+            kid=self.kid,
+            key=self.key,
+            wrapped=self.wrapped,
+            wrapper=self.wrapper,
+            unwrap_retired=self._unwrap_retired,
+            retired=self.retired if retired is None else retired,
+            etag=self.etag if etag is None else etag,
+        )
+        kept = {r.kid for r in evolved.retired}
+        with self._lock:
+            evolved._opened.update({kid: key for kid, key in self._opened.items() if kid in kept})
+        return evolved
+
+    def document(self) -> bytes:
+        """The stored form: ``{"v", "kid", "wrapper", "wrapped"}`` and, during a rotation,
+        ``"retired": [{"kid", "wrapped", "retired_at"}]`` (every key wrapped by the master key)."""
+        document: dict[str, Any] = {
+            "v": TENANT_KEY_FORMAT_VERSION,
+            "kid": self.kid,
+            "wrapper": self.wrapper,
+            "wrapped": base64.b64encode(self.wrapped).decode(),
+        }
+        if self.retired:
+            document["retired"] = [
+                {"kid": r.kid, "wrapped": base64.b64encode(r.wrapped).decode(), "retired_at": r.retired_at}
+                for r in self.retired
+            ]
+        return json.dumps(document, sort_keys=True).encode()
+
 
 class TenantKeyring(Keyring):
-    """Data keys wrapped locally under the tenant's own key (which a master key wraps)."""
+    """Data keys wrapped locally under the tenant's own key (which a master key wraps).
+
+    Each wrapped data key names the tenant key that wrapped it (``s3memory:kid`` in its
+    material description). After a rotation (``s3memory._lifecycle``) the document holds
+    the new current key and the retired ones until no object uses them; a process whose
+    cached document does not know an object's key id reads the document again, once.
+    """
 
     algorithm = WRAP_AES_GCM
 
@@ -241,11 +371,29 @@ class TenantKeyring(Keyring):
         self._cache_key = ("tenant-key", store_identity, tenant_key_object, master.fingerprint)
         self._load_lock = threading.Lock()
 
-    def _tenant_context(self, key_id: str) -> dict[str, str]:
-        return {CONTEXT_TENANT: self._tenant, CONTEXT_PURPOSE: "tenant-key", CONTEXT_KEY_ID: key_id}
+    @property
+    def tenant(self) -> str:
+        return self._tenant
 
-    def tenant_key(self, *, create: bool) -> tuple[str, bytes]:
-        """(key id, key) of the tenant, from the cache or the store.
+    @property
+    def object_key(self) -> str:
+        """Where the tenant key document is stored."""
+        return self._object_key
+
+    @property
+    def master(self) -> MasterKey:
+        return self._master
+
+    @property
+    def key_cache(self) -> KeyCache:
+        return self._cache
+
+    def _tenant_context(self, key_id: str) -> dict[str, str]:
+        return key_document_context(self._tenant, "tenant-key", key_id)
+
+    # -- the document, cached ---------------------------------------------------------
+    def keys(self, *, create: bool) -> TenantKeys:
+        """The tenant's keys, from the cache or the store.
 
         Only a write may create the key (``create=True``): a read that finds no key fails
         instead, so a lost key object never silently turns into a new key that would make
@@ -260,41 +408,95 @@ class TenantKeyring(Keyring):
                 cached = self._load()
                 if cached is None:
                     if not create:
-                        raise TenantKeyError(
-                            "Error: The encryption key of this memory is missing, so its files cannot be "
-                            "decrypted (was this user erased?)."
-                        )
+                        raise TenantKeyError(_MISSING_TENANT_KEY)
                     cached = self._create()
                 self._cache.put(self._cache_key, cached)
             return cached
+
+    def tenant_key(self, *, create: bool) -> tuple[str, bytes]:
+        """(key id, key) of the tenant's current key, from the cache or the store."""
+        keys = self.keys(create=create)
+        return keys.kid, keys.key
+
+    def reload(self, seen: TenantKeys | None) -> TenantKeys:
+        """The document read again, unless another thread already did since ``seen`` was cached."""
+        with self._load_lock:
+            cached = self._cache.get(self._cache_key)
+            if cached is not None and cached is not seen:
+                return cached  # type: ignore[no-any-return]
+            loaded = self._load()
+            if loaded is None:
+                self._cache.discard(self._cache_key)
+                raise TenantKeyError(_MISSING_TENANT_KEY)
+            self._cache.put(self._cache_key, loaded)
+            return loaded
+
+    def install(self, keys: TenantKeys) -> None:
+        """Cache ``keys`` as the tenant's document (after this process wrote it)."""
+        self._cache.put(self._cache_key, keys)
+
+    def forget(self, tenant: str) -> None:
+        if tenant == self._tenant:
+            self._cache.discard(self._cache_key)
 
     def is_warm(self) -> bool:
         return self._cache.get(self._cache_key) is not None
 
     def prepare(self) -> None:
         try:
-            self.tenant_key(create=False)
+            self.keys(create=False)
         except TenantKeyError:
             pass  # reported by unwrap, if there turns out to be anything to unwrap
 
-    def _load(self) -> tuple[str, bytes] | None:
+    # -- the document, stored ---------------------------------------------------------
+    def _load(self) -> TenantKeys | None:
         stored = self._store.get(self._object_key)
-        if stored is None:
-            return None
+        return None if stored is None else self.open_document(stored)
+
+    def open_document(self, stored: StoredObject) -> TenantKeys:
+        """Parse a stored tenant key document and unwrap its current key (retired keys are
+        unwrapped when first needed). TenantKeyError if it is malformed or does not unwrap."""
         try:
             document = json.loads(stored.body)
             version = document["v"]
             key_id, kind = document["kid"], document["wrapper"]
             wrapped = base64.b64decode(document["wrapped"], validate=True)
-        except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
-            raise TenantKeyError("Error: The tenant key of this memory failed its integrity check.") from None
+            listed = document.get("retired", [])
+            if not isinstance(listed, list) or len(listed) > MAX_RETIRED_KEYS:
+                raise ValueError("retired keys")
+            retired = [self._retired_entry(item) for item in listed]
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError, binascii.Error):
+            raise TenantKeyError(_CORRUPT_TENANT_KEY) from None
         if version != TENANT_KEY_FORMAT_VERSION or not isinstance(key_id, str):
-            raise TenantKeyError("Error: The tenant key of this memory failed its integrity check.")
+            raise TenantKeyError(_CORRUPT_TENANT_KEY)
+        kids = [key_id, *(r.kid for r in retired)]
+        if len(set(kids)) != len(kids):
+            raise TenantKeyError(_CORRUPT_TENANT_KEY)
         if kind != self._master.kind:
             raise ConfigurationError(
                 f"Error: This memory's tenant key is wrapped by a {kind!r} master key, "
                 f"but the tool was configured with a {self._master.kind!r} one."
             )
+        return TenantKeys(
+            kid=key_id,
+            key=self._unwrap_with_master(wrapped, key_id),
+            wrapped=wrapped,
+            wrapper=kind,
+            unwrap_retired=self._unwrap_retired,
+            retired=retired,
+            etag=stored.etag,
+        )
+
+    @staticmethod
+    def _retired_entry(item: object) -> RetiredKey:
+        if not isinstance(item, dict):
+            raise TypeError("retired key")
+        kid, retired_at = item["kid"], item["retired_at"]
+        if not isinstance(kid, str) or isinstance(retired_at, bool) or not isinstance(retired_at, (int, float)):
+            raise TypeError("retired key")
+        return RetiredKey(kid, base64.b64decode(item["wrapped"], validate=True), float(retired_at))
+
+    def _unwrap_with_master(self, wrapped: bytes, key_id: str) -> bytes:
         try:
             key = self._master.unwrap(wrapped, self._tenant_context(key_id))
         except IntegrityError:
@@ -303,31 +505,60 @@ class TenantKeyring(Keyring):
                 "or the key object was tampered with."
             ) from None
         if len(key) != DATA_KEY_BYTES:
-            raise TenantKeyError("Error: The tenant key of this memory failed its integrity check.")
-        return key_id, key
+            raise TenantKeyError(_CORRUPT_TENANT_KEY)
+        return key
 
-    def _create(self) -> tuple[str, bytes]:
+    def _unwrap_retired(self, entry: RetiredKey) -> bytes:
+        return self._unwrap_with_master(entry.wrapped, entry.kid)
+
+    def new_keys(self, *, retired: Iterable[RetiredKey] = ()) -> TenantKeys:
+        """A fresh random tenant key wrapped by the master key (not stored yet)."""
+        retired = tuple(retired)
         key_id = os.urandom(8).hex()
+        while any(r.kid == key_id for r in retired):
+            key_id = os.urandom(8).hex()
         key = os.urandom(DATA_KEY_BYTES)
-        document = {
-            "v": TENANT_KEY_FORMAT_VERSION,
-            "kid": key_id,
-            "wrapper": self._master.kind,
-            "wrapped": base64.b64encode(self._master.wrap(key, self._tenant_context(key_id))).decode(),
-        }
-        body = json.dumps(document, sort_keys=True).encode()
+        return TenantKeys(
+            kid=key_id,
+            key=key,
+            wrapped=self._master.wrap(key, self._tenant_context(key_id)),
+            wrapper=self._master.kind,
+            unwrap_retired=self._unwrap_retired,
+            retired=retired,
+        )
+
+    def rotated(self, keys: TenantKeys, *, now: float) -> TenantKeys:
+        """A new current key, with ``keys``' current key retired beside its retired ones."""
+        rotated = self.new_keys(retired=[*keys.retired, RetiredKey(keys.kid, keys.wrapped, now)])
+        rotated._opened[keys.kid] = keys.key  # known already: no unwrap needed to use it
+        return rotated
+
+    def _create(self) -> TenantKeys:
+        keys = self.new_keys()
         try:
-            self._store.put(self._object_key, body, {"s3memory": "tenant-key"}, if_none_match=True)
+            etag = self._store.put(self._object_key, keys.document(), {"s3memory": "tenant-key"}, if_none_match=True)
         except PreconditionFailedError:
             # Another writer created it first: use theirs, so both agree.
             loaded = self._load()
             if loaded is None:
                 raise
             return loaded
-        return key_id, key
+        return keys.evolve(etag=etag)
 
+    # -- data keys --------------------------------------------------------------------
     def _description(self, binding: dict[str, str], key_id: str) -> dict[str, str]:
         return {**binding, CONTEXT_KEY_ID: key_id}
+
+    def _key_for(self, key_id: str) -> bytes:
+        keys = self.keys(create=False)
+        key = keys.key_for(key_id)
+        if key is None:
+            # A key this process has not seen: the tenant key was rotated since it cached the
+            # document. Read the document again (once); an unknown id is still unknown after.
+            key = self.reload(keys).key_for(key_id)
+            if key is None:
+                raise IntegrityError()
+        return key
 
     def generate(self, binding: dict[str, str]) -> tuple[bytes, WrappedKey]:
         data_key = os.urandom(DATA_KEY_BYTES)
@@ -346,18 +577,33 @@ class TenantKeyring(Keyring):
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        if wrapped.algorithm != self.algorithm:
+        key_id = wrapped.context.get(CONTEXT_KEY_ID)
+        if wrapped.algorithm != self.algorithm or not isinstance(key_id, str):
             raise IntegrityError()
-        key_id, tenant_key = self.tenant_key(create=False)
         expected = self._description(binding, key_id)
         if wrapped.context != expected:
             raise IntegrityError()
+        tenant_key = self._key_for(key_id)
         aad = _WRAP_AAD_PREFIX + canonical_json(expected).encode()
         nonce, ciphertext = wrapped.ciphertext[:_GCM_NONCE_BYTES], wrapped.ciphertext[_GCM_NONCE_BYTES:]
         try:
             return AESGCM(tenant_key).decrypt(nonce, ciphertext, aad)
         except (InvalidTag, ValueError):
             raise IntegrityError() from None
+
+    def rewrap_if_stale(self, data_key: bytes, wrapped: WrappedKey, binding: dict[str, str]) -> WrappedKey:
+        if wrapped.algorithm == self.algorithm and wrapped.context.get(CONTEXT_KEY_ID) == self.keys(create=True).kid:
+            return wrapped
+        return self.wrap(data_key, binding)
+
+    def rewrap(self, wrapped: WrappedKey) -> WrappedKey:
+        """``wrapped``'s data key wrapped under the current tenant key, for the same binding
+        (the description it was authenticated with, but the key id). IntegrityError if it does
+        not unwrap: not this tenant's, tampered with, or under a key the document no longer has."""
+        binding = {k: v for k, v in wrapped.context.items() if k != CONTEXT_KEY_ID}
+        if binding.get(CONTEXT_TENANT) != self._tenant:
+            raise IntegrityError()
+        return self.wrap(self.unwrap(wrapped, binding), binding)
 
 
 # --- KMS-per-object mode --------------------------------------------------------------
@@ -403,6 +649,23 @@ class KmsKeyring(Keyring):
         blob = bytes(response["CiphertextBlob"])
         self._cache.put(self._cache_key(blob, context), data_key)
         return WrappedKey(self.algorithm, blob, context)
+
+    @property
+    def key_cache(self) -> KeyCache:
+        return self._cache
+
+    def forget(self, tenant: str) -> None:
+        def of_tenant(cache_key: Hashable) -> bool:
+            if not (
+                isinstance(cache_key, tuple) and len(cache_key) == 4 and cache_key[:2] == ("kms-data-key", self.key_id)
+            ):
+                return False
+            try:
+                return bool(json.loads(cache_key[3]).get(CONTEXT_TENANT) == tenant)
+            except (ValueError, TypeError, AttributeError):
+                return False
+
+        self._cache.discard_matching(of_tenant)
 
     def unwrap(self, wrapped: WrappedKey, binding: dict[str, str]) -> bytes:
         context = self._kms_context(binding)
