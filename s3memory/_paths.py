@@ -1,18 +1,24 @@
 """Layer 1: model-supplied paths and tenant ids to canonical object keys, or a refusal.
 
-Pure functions, no I/O. Every path the model sends goes through :func:`parse_path`; every
-key the store returns goes back through :meth:`TenantLayout.path_for_key`, so a key in
-the bucket that could not have come from a valid path is never shown as a file.
+Pure functions, no I/O (except that a layout with encrypted names loads the tenant's
+names key on first use, see ``_names``). Every path the model sends goes through
+:func:`parse_path`; every key the store returns goes back through
+:meth:`TenantLayout.path_for_key`, so a key in the bucket that could not have come from a
+valid path is never shown as a file.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from ._errors import ConfigurationError, InvalidPathError
+
+if TYPE_CHECKING:
+    from ._names import NameCipher
 
 ROOT = "/memories"
 MAX_SEGMENT_BYTES = 255  # one path segment; also what a local file system allows
@@ -168,10 +174,16 @@ class TenantLayout:
     ``{prefix}{tenant}/memories/{path}`` holds memory files; ``{prefix}{tenant}/.s3memory/``
     holds internal objects (the wrapped tenant key). Every prefix ends in ``/`` so that
     tenant ``alice`` never lists ``alice2``'s keys.
+
+    With ``names`` (``open_memory(encrypt_names=True)``), each segment of the path under
+    ``memories/`` is sealed by the :class:`~s3memory._names.NameCipher` instead of written in
+    clear (see ``_names``); the methods keep their meaning, and the first one that needs
+    the tenant's names key loads it (a request, once per process and cache lifetime).
     """
 
     tenant: str
     prefix: str = ""
+    names: NameCipher | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
@@ -193,17 +205,41 @@ class TenantLayout:
         """The object key of a file at ``path`` (never the root)."""
         if path.is_root:
             raise InvalidPathError("Error: /memories is a directory, not a file")
+        if self.names is not None:
+            return self._sealed_key(path)
         key = self.key_for_unchecked(path)
         if len(key.encode("utf-8")) > MAX_S3_KEY_BYTES:
             raise _refuse(path.display, "the path is too long for an object key")
         return key
 
     def key_for_unchecked(self, path: MemoryPath) -> str:
+        if self.names is not None:
+            return self.memory_prefix + self.names.seal(path)
         return self.memory_prefix + path.relative
 
     def dir_prefix(self, path: MemoryPath) -> str:
         """The key prefix of everything below the directory ``path``."""
+        if self.names is not None and not path.is_root:
+            # A directory whose own key would be too long can hold nothing: refused like a file.
+            return self._sealed_key(path) + "/"
         return self.memory_prefix + (path.relative + "/" if path.relative else "")
+
+    def _sealed_key(self, path: MemoryPath) -> str:
+        assert self.names is not None
+        if self.names.too_long_name(path) is not None:
+            limit = self.names.max_name_bytes
+            raise _refuse(
+                path.display, f"a path segment is longer than {limit} bytes, the most an encrypted name holds"
+            )
+        key = self.key_for_unchecked(path)
+        size = len(key.encode("utf-8"))
+        if size > MAX_S3_KEY_BYTES:
+            raise _refuse(
+                path.display,
+                f"the path is too long for an object key once its names are encrypted "
+                f"({size:,} bytes, at most {MAX_S3_KEY_BYTES:,})",
+            )
+        return key
 
     def path_for_key(self, key: str) -> MemoryPath | None:
         """The memory path a listed key stands for, or ``None`` if no valid path maps to it."""
@@ -212,8 +248,13 @@ class TenantLayout:
         relative = key[len(self.memory_prefix) :]
         if not relative:
             return None
+        if self.names is not None:
+            opened = self.names.open(relative)
+            if opened is None:
+                return None  # a foreign, tampered or moved key
+            relative = opened
         try:
-            parsed = parse_path(f"{ROOT}/{relative}", max_path_bytes=MAX_S3_KEY_BYTES)
+            parsed = parse_path(f"{ROOT}/{relative}", max_path_bytes=MAX_S3_KEY_BYTES - len(self.memory_prefix))
         except InvalidPathError:
             return None
         # Only the exact canonical spelling counts: "a/" or a non-NFC key is not ours.

@@ -1,0 +1,372 @@
+"""Encrypted file names (opt-in, ``open_memory(encrypt_names=True)``).
+
+Each segment of a memory path becomes one key segment sealed with AES-SIV (RFC 5297,
+AES-256, deterministic authenticated encryption), so the bucket's keys show no file
+names while a directory is still a key prefix::
+
+    {prefix}{tenant}/memories/{seal(a)}/{seal(b)}/{seal(c.md)}     for /memories/a/b/c.md
+
+``seal(name)`` = base64url, unpadded, of ``AES-SIV(names key, pad(name), AD = [tenant,
+parent])``, where ``parent`` is the plaintext path of the directory holding the name
+(``/memories``, ``/memories/a``, ``/memories/a/b``) and ``pad`` appends ``0x80`` and then
+zero bytes up to a multiple of 16 (ISO/IEC 7816-4). Listing ``dir_prefix(/memories/a)``
+returns exactly the subtree of ``/memories/a``: a directory's key prefix is its own
+sealed path plus ``/``; segments never contain ``/``; under one parent, sealing is
+injective. A key is turned back into a path by opening its segments from the left, each
+with the plaintext path opened so far as its parent; a segment that does not open (a
+foreign or tampered key, or one moved to another directory or tenant) makes the whole
+key unknown, so it is skipped like any key no valid path maps to.
+
+The names key is a random 512-bit AES-SIV key per tenant, separate from the tenant key
+(rotating the tenant key must not rename every object), stored at
+``{prefix}{tenant}/.s3memory/names-key`` as ``{"v": 1, "kid", "wrapper", "wrapped"}``,
+wrapped by the master key (local or KMS; in ``key_mode="kms"`` by the same KMS key, with
+``Encrypt``) under the context ``{s3memory:tenant, s3memory:purpose=names-key,
+s3memory:kid}``. It is loaded on first use (one GET, then cached in the :class:`KeyCache`)
+and created by the first command that names a path in a tenant that has none, with
+``If-None-Match: *`` so concurrent first writers agree. It is never created over existing
+files: finding no names key, the loader lists the tenant's memory prefix, and if anything
+is there (files written without ``encrypt_names``, or a names key that was deleted) it
+refuses with :class:`TenantKeyError` rather than start a new key that would hide them.
+
+Encoding: base64url (``A-Z a-z 0-9 - _``), not base32: S3 keys are case-sensitive and
+base64url is 17% shorter, which matters within S3's 1,024-byte key limit. On a
+case-insensitive local file system two segments of one directory would collide only if
+their 43 or more pseudo-random characters agreed up to case (probability below 2**-120
+per pair).
+
+Limits. A name of ``n`` UTF-8 bytes becomes ``ceil(4 * (16 + 16 * (n // 16 + 1)) / 3)``
+characters: 43 for names of up to 15 bytes, 64 up to 31, 86 up to 47, 235 at most. Names
+are limited to 159 bytes (instead of 255) so that every sealed segment is at most 255
+bytes, a legal file name for the local directory store. The whole key must still fit in
+1,024 bytes; with the key prefix ``alice/memories/`` that leaves 1,009 bytes: 22 levels of
+short names, 15 levels of 16-31-byte names, or four 159-byte names. A longer path is
+refused with :class:`InvalidPathError` ("too long for an object key once its names are
+encrypted") before any request; so is a rename that would make a descendant's key too
+long.
+
+What the bucket still shows (trade-offs of deterministic encryption):
+
+- the tree's shape: how many directories and files, which files share a directory, the
+  depth of each file; and each name's length to 16 bytes (``n // 16``);
+- equality: one name under one parent always seals to the same segment (each file has
+  exactly one key), so a name deleted and created again reappears as the same key, and
+  two tenants' or two directories' equal names do not look equal;
+- a rename shows as objects disappearing under one key and appearing under another; a
+  renamed directory re-seals (copies) every key below it, as its parent path changed;
+- listings arrive in ciphertext order; s3memory sorts every listing by plaintext name
+  after opening the keys, so the tool's answers are unchanged;
+- beyond the keys: each object's metadata (``x-amz-m``, or ``x-amz-t`` in KMS mode)
+  holds the binding context, whose ``s3memory:path`` is an unkeyed SHA-256 of the
+  plaintext path, and a rename's intent record is named by a hash of both paths; whoever
+  may read objects (GET/HEAD, not just LIST) can therefore confirm a guessed path. Names
+  are hidden from key listings, inventories, access logs and CloudTrail data events, not
+  from a reader of metadata. Sizes and times of writes show, as without encrypted names.
+
+Cost: no request once the names key is cached; sealing is local CPU (a few microseconds
+a segment, with memos). A cold process fetches the names key with one GET, alongside the
+tenant key in tenant mode (plus a KMS ``Decrypt`` with a KMS master, also alongside); the
+first path-naming command of a new tenant adds a LIST and a conditional PUT (and a KMS
+``Encrypt``).
+
+The names key is never rotated (a new key would re-seal every key); deleting it loses
+every file name (not the contents: they stay readable to whoever holds the tenant key,
+which finds each object's binding in its metadata). A memory written without ``encrypt_names`` cannot be opened with
+it (the loader refuses); one written with it, opened without it, lists its sealed
+segments as names and fails the integrity check on every read: choose once per tenant.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Callable
+
+from ._envelope import CONTEXT_TENANT
+from ._errors import ConfigurationError, IntegrityError, PreconditionFailedError, TenantKeyError
+from ._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE, KeyCache, MasterKey
+from ._paths import ROOT, MemoryPath
+from .stores import ObjectStore
+
+NAMES_KEY_OBJECT = "names-key"  # under the tenant's internal prefix
+NAMES_KEY_FORMAT_VERSION = 1
+NAMES_KEY_BYTES = 64  # AES-SIV with AES-256: a MAC key and an encryption key
+NAMES_KEY_PURPOSE = "names-key"
+PAD_BLOCK = 16
+SIV_TAG_BYTES = 16
+MAX_SEALED_SEGMENT_BYTES = 255  # a file name on the local directory store's file systems
+_MEMO_ENTRIES = 8192  # per tenant and direction; a full memo is simply cleared
+
+
+def padded_length(name_bytes: int) -> int:
+    """Bytes of a name after padding (0x80, then zeros to a multiple of 16)."""
+    return PAD_BLOCK * (name_bytes // PAD_BLOCK + 1)
+
+
+def sealed_segment_length(name_bytes: int) -> int:
+    """Characters of the key segment a name of ``name_bytes`` UTF-8 bytes becomes."""
+    return -(-4 * (SIV_TAG_BYTES + padded_length(name_bytes)) // 3)
+
+
+# The longest name whose sealed segment is still a legal file name: 159 bytes.
+MAX_NAME_BYTES = max(n for n in range(256) if sealed_segment_length(n) <= MAX_SEALED_SEGMENT_BYTES)
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _pad(name: bytes) -> bytes:
+    return name + b"\x80" + b"\x00" * (padded_length(len(name)) - len(name) - 1)
+
+
+class _Sealer:
+    """AES-SIV under one names key, with bounded memos of the segments already sealed and
+    opened (a listing opens the same directory segments once per file below them)."""
+
+    def __init__(self, key: bytes, tenant_ad: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+        self.key = key
+        self._siv = AESSIV(key)
+        self._tenant_ad = tenant_ad
+        self._sealed: dict[tuple[str, str], str] = {}
+        self._opened: dict[tuple[str, str], str | None] = {}
+
+    def seal(self, parent: str, name: str) -> str:
+        sealed = self._sealed.get((parent, name))
+        if sealed is None:
+            ad = [self._tenant_ad, parent.encode("utf-8")]
+            sealed = _b64(self._siv.encrypt(_pad(name.encode("utf-8")), ad))
+            if len(self._sealed) >= _MEMO_ENTRIES:
+                self._sealed.clear()
+            self._sealed[(parent, name)] = sealed
+        return sealed
+
+    def open(self, parent: str, segment: str) -> str | None:
+        try:
+            return self._opened[(parent, segment)]
+        except KeyError:
+            pass
+        name = self._open(parent, segment)
+        if len(self._opened) >= _MEMO_ENTRIES:
+            self._opened.clear()
+        self._opened[(parent, segment)] = name
+        return name
+
+    def _open(self, parent: str, segment: str) -> str | None:
+        from cryptography.exceptions import InvalidTag
+
+        if not sealed_segment_length(0) <= len(segment) <= MAX_SEALED_SEGMENT_BYTES:
+            return None
+        try:
+            raw = base64.b64decode(segment + "=" * (-len(segment) % 4), altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        # Only the exact spelling we write: no "+"/"/" or stray bits in the last character.
+        if len(raw) % PAD_BLOCK or _b64(raw) != segment:
+            return None
+        try:
+            padded = self._siv.decrypt(raw, [self._tenant_ad, parent.encode("utf-8")])
+        except (InvalidTag, ValueError):
+            return None
+        unpadded = padded.rstrip(b"\x00")
+        if not unpadded.endswith(b"\x80") or len(padded) != padded_length(len(unpadded) - 1):
+            return None
+        try:
+            name = unpadded[:-1].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return name if name and "/" not in name else None
+
+
+class NameCipher:
+    """Seals and opens the path segments of one tenant's keys (see the module docstring).
+
+    ``prefetch`` (optional) runs alongside the first load of the names key, in another
+    thread: the factory passes the tenant keyring's ``prepare``, so a cold process fetches
+    both keys in one round trip. ``files_prefix`` is the tenant's memory prefix, listed once
+    before a names key is created.
+    """
+
+    max_name_bytes = MAX_NAME_BYTES
+
+    def __init__(
+        self,
+        *,
+        store: ObjectStore,
+        tenant: str,
+        key_object: str,
+        files_prefix: str,
+        master: MasterKey,
+        cache: KeyCache,
+        store_identity: str,
+        prefetch: Callable[[], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._tenant = tenant
+        self._tenant_ad = tenant.encode("utf-8")
+        self._object_key = key_object
+        self._files_prefix = files_prefix
+        self._master = master
+        self._cache = cache
+        self._cache_key = ("names-key", store_identity, key_object, master.fingerprint)
+        self._prefetch = prefetch
+        self._load_lock = threading.Lock()
+        self._current: _Sealer | None = None
+
+    # -- sealing ------------------------------------------------------------------------
+    def seal(self, path: MemoryPath) -> str:
+        """The sealed segments of ``path`` joined by ``/`` (``""`` for the root).
+
+        Loads the names key on first use, creating it if the tenant has none and no files.
+        Names longer than :data:`MAX_NAME_BYTES` are sealed all the same: the caller
+        (``TenantLayout``) refuses them, with :meth:`too_long_name`.
+        """
+        if path.is_root:
+            return ""
+        sealer = self._sealer(prefetch=True)
+        parent, sealed = ROOT, []
+        for name in path.parts:
+            sealed.append(sealer.seal(parent, name))
+            parent = f"{parent}/{name}"
+        return "/".join(sealed)
+
+    def open(self, sealed: str) -> str | None:
+        """The plaintext relative path of sealed segments, or ``None`` if any does not open.
+
+        The result is not yet validated as a path: ``TenantLayout.path_for_key`` does that.
+        """
+        # The key first, even for a key that cannot be ours: files without a names key (names
+        # in clear) are refused, not silently hidden.
+        sealer = self._sealer(prefetch=False)
+        parent, names = ROOT, []
+        for segment in sealed.split("/"):
+            name = sealer.open(parent, segment)
+            if name is None:
+                return None
+            names.append(name)
+            parent = f"{parent}/{name}"
+        return "/".join(names)
+
+    def _sealer(self, *, prefetch: bool) -> _Sealer:
+        key = self.names_key(prefetch=prefetch)
+        sealer = self._current
+        if sealer is None or sealer.key is not key:  # a new cache entry: start new memos
+            sealer = self._current = _Sealer(key, self._tenant_ad)
+        return sealer
+
+    def path_tag(self, shown: str) -> str:
+        """A keyed stand-in for a path in binding contexts and record names.
+
+        Metadata binds each object to ``sha256(path)``; unkeyed, that would let anyone who
+        can read metadata confirm a guessed name. HMAC-SHA256 under the names key does not.
+        """
+        import hashlib
+        import hmac
+
+        key = self.names_key(prefetch=True)
+        return hmac.new(key, b"s3memory path tag\x00" + shown.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    @staticmethod
+    def too_long_name(path: MemoryPath) -> str | None:
+        """The first name of ``path`` longer than :data:`MAX_NAME_BYTES` bytes, if any."""
+        return next((name for name in path.parts if len(name.encode("utf-8")) > MAX_NAME_BYTES), None)
+
+    # -- the names key ------------------------------------------------------------------
+    def names_key(self, *, prefetch: bool = False) -> bytes:
+        """The tenant's names key, from the cache or the store (created if the tenant has
+        none and no files yet; :class:`TenantKeyError` if it has files but no names key)."""
+        cached = self._cache.get(self._cache_key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        with self._load_lock:
+            cached = self._cache.get(self._cache_key)
+            if cached is None:
+                helper = None
+                if prefetch and self._prefetch is not None:
+                    helper = threading.Thread(target=self._run_prefetch, name="s3memory-prefetch", daemon=True)
+                    helper.start()
+                try:
+                    cached = self._load_or_create()
+                finally:
+                    if helper is not None:
+                        helper.join()
+                self._cache.put(self._cache_key, cached)
+            return cached
+
+    def _run_prefetch(self) -> None:
+        assert self._prefetch is not None
+        # Only a warm-up: whatever fails here fails again, and is reported, where it is needed.
+        with contextlib.suppress(Exception):
+            self._prefetch()
+
+    def _context(self, key_id: str) -> dict[str, str]:
+        return {CONTEXT_TENANT: self._tenant, CONTEXT_PURPOSE: NAMES_KEY_PURPOSE, CONTEXT_KEY_ID: key_id}
+
+    def _load_or_create(self) -> bytes:
+        key = self._load()
+        if key is not None:
+            return key
+        if any(True for _ in self._store.list(self._files_prefix, limit=1)):
+            key = self._load()  # a concurrent first writer may have created both meanwhile
+            if key is None:
+                raise TenantKeyError(
+                    "Error: This memory has files but no names key, so their names cannot be decrypted "
+                    "(were they written without encrypt_names, or was the names key deleted?)."
+                )
+            return key
+        return self._create()
+
+    def _load(self) -> bytes | None:
+        stored = self._store.get(self._object_key)
+        if stored is None:
+            return None
+        corrupt = "Error: The names key of this memory failed its integrity check."
+        try:
+            document = json.loads(stored.body)
+            version, key_id, kind = document["v"], document["kid"], document["wrapper"]
+            wrapped = base64.b64decode(document["wrapped"], validate=True)
+        except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
+            raise TenantKeyError(corrupt) from None
+        if version != NAMES_KEY_FORMAT_VERSION or not isinstance(key_id, str):
+            raise TenantKeyError(corrupt)
+        if kind != self._master.kind:
+            raise ConfigurationError(
+                f"Error: This memory's names key is wrapped by a {kind!r} master key, "
+                f"but the tool was configured with a {self._master.kind!r} one."
+            )
+        try:
+            key = self._master.unwrap(wrapped, self._context(key_id))
+        except IntegrityError:
+            raise TenantKeyError(
+                "Error: The names key of this memory could not be unwrapped: wrong master key, "
+                "or the key object was tampered with."
+            ) from None
+        if len(key) != NAMES_KEY_BYTES:
+            raise TenantKeyError(corrupt)
+        return key
+
+    def _create(self) -> bytes:
+        key_id = os.urandom(8).hex()
+        key = os.urandom(NAMES_KEY_BYTES)
+        document = {
+            "v": NAMES_KEY_FORMAT_VERSION,
+            "kid": key_id,
+            "wrapper": self._master.kind,
+            "wrapped": base64.b64encode(self._master.wrap(key, self._context(key_id))).decode(),
+        }
+        body = json.dumps(document, sort_keys=True).encode()
+        try:
+            self._store.put(self._object_key, body, {"s3memory": NAMES_KEY_PURPOSE}, if_none_match=True)
+        except PreconditionFailedError:
+            # Another writer created it first: use theirs, so both agree.
+            loaded = self._load()
+            if loaded is None:
+                raise
+            return loaded
+        return key
