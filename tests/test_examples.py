@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import runpy
 from pathlib import Path
 from types import ModuleType
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 from conftest import BUCKET
+
+from s3memory import S3MemoryError
 
 EXAMPLES_DIR = Path(__file__).parent.parent / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.rglob("*.py"))
@@ -36,8 +39,16 @@ def test_local_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "     2\t- run the tests" in out
 
 
-def test_lambda_handler_runs_an_agent_turn_for_the_request_user(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The handler with a scripted model: the memory lands under the authorizer's user."""
+MEMORY_ROLE_ARN = "arn:aws:iam::123456789012:role/s3memory-memory"
+
+
+@pytest.mark.parametrize("with_role", [True, False], ids=["memory-role", "own-credentials"])
+def test_lambda_handler_runs_an_agent_turn_for_the_request_user(
+    aws: None, monkeypatch: pytest.MonkeyPatch, with_role: bool
+) -> None:
+    """The handler with a scripted model: the memory lands under the authorizer's user, through
+    a session of the memory role tagged with that user (or, without MEMORY_ROLE_ARN, the
+    function's own credentials)."""
     import boto3
     import httpx2
     from anthropic import Anthropic
@@ -47,7 +58,12 @@ def test_lambda_handler_runs_an_agent_turn_for_the_request_user(aws: None, monke
     key_arn = boto3.client("kms", region_name="us-east-1").create_key()["KeyMetadata"]["Arn"]
     monkeypatch.setenv("MEMORY_BUCKET", BUCKET)
     monkeypatch.setenv("MEMORY_KMS_KEY_ID", key_arn)
+    if with_role:
+        monkeypatch.setenv("MEMORY_ROLE_ARN", MEMORY_ROLE_ARN)
+    else:
+        monkeypatch.delenv("MEMORY_ROLE_ARN", raising=False)
     handler = load(EXAMPLES_DIR / "lambda" / "handler.py")
+    assumed = record_assume_role(handler)
 
     requests: list[dict[str, Any]] = []
     turns = [
@@ -88,6 +104,59 @@ def test_lambda_handler_runs_an_agent_turn_for_the_request_user(aws: None, monke
     assert edits[0]["type"] == "clear_tool_uses_20250919" and edits[0]["exclude_tools"] == ["memory"]
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"])
     assert keys == ["user-42/.s3memory/tenant-key", "user-42/memories/prefs.md"]
+    if with_role:
+        assert assumed == [
+            {
+                "RoleArn": MEMORY_ROLE_ARN,
+                "RoleSessionName": "s3memory-user-42",
+                "DurationSeconds": 900,
+                "Tags": [{"Key": "s3memory-user", "Value": "user-42"}],
+            }
+        ]
+    else:
+        assert assumed == []
+
+
+def record_assume_role(handler: ModuleType) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        calls.append(dict(params))
+
+    handler.STS.meta.events.register("before-parameter-build.sts.AssumeRole", record)
+    return calls
+
+
+def test_lambda_handler_caches_one_scoped_session_per_user(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_BUCKET", BUCKET)
+    monkeypatch.setenv("MEMORY_KMS_KEY_ID", "arn:aws:kms:us-east-1:123456789012:key/k")
+    monkeypatch.setenv("MEMORY_ROLE_ARN", MEMORY_ROLE_ARN)
+    handler = load(EXAMPLES_DIR / "lambda" / "handler.py")
+    assumed = record_assume_role(handler)
+    alice_s3, alice_kms = handler.clients_for("alice")
+    assert handler.clients_for("alice") == (alice_s3, alice_kms)  # warm: no second AssumeRole
+    bob_s3, _ = handler.clients_for("bob")
+    assert [call["Tags"] for call in assumed] == [
+        [{"Key": "s3memory-user", "Value": "alice"}],
+        [{"Key": "s3memory-user", "Value": "bob"}],
+    ]
+    own = handler.S3._get_credentials().access_key
+    assert len({own, alice_s3._get_credentials().access_key, bob_s3._get_credentials().access_key}) == 3
+    assert alice_kms._get_credentials().access_key == alice_s3._get_credentials().access_key
+    tools = [handler.memory_tool_for("alice"), handler.memory_tool_for("bob")]
+    assert len(assumed) == 2 and all(tool is not None for tool in tools)
+    monkeypatch.setattr(handler, "SCOPED_TTL_SECONDS", 0)  # sessions expire: assumed again
+    handler._SCOPED.clear()
+    handler.clients_for("alice")
+    handler.clients_for("alice")
+    assert len(assumed) == 4
+    monkeypatch.setattr(handler, "SCOPED_TTL_SECONDS", 600)
+    monkeypatch.setattr(handler, "MAX_SCOPED_USERS", 2)
+    for user in ("u1", "u2", "u3"):
+        handler.clients_for(user)
+    assert list(handler._SCOPED) == ["u2", "u3"]  # bounded, least recently used first out
+    with pytest.raises(S3MemoryError):
+        handler.clients_for("../bob")  # a user id that could leave the prefix never reaches STS
 
 
 @pytest.fixture(scope="module")
@@ -99,42 +168,189 @@ def resources(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]
 
 
+def named(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
 def test_template_bucket_is_versioned_encrypted_and_private(template: dict[str, Any]) -> None:
     (bucket,) = resources(template, "AWS::S3::Bucket")
     assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
     default = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
-    assert default["SSEAlgorithm"] == "aws:kms"
+    # SSE-KMS with the AWS managed key: S3 would call the memory key with the caller's
+    # permissions and a context (aws:s3:arn) that the tenant-scoped key policy refuses.
+    assert default == {"SSEAlgorithm": "aws:kms"}
     assert all(bucket["PublicAccessBlockConfiguration"].values()) and len(bucket["PublicAccessBlockConfiguration"]) == 4
     (policy,) = resources(template, "AWS::S3::BucketPolicy")
     assert policy["PolicyDocument"]["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    old_versions, markers = bucket["LifecycleConfiguration"]["Rules"]
+    assert old_versions["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    assert old_versions["ExpiredObjectDeleteMarker"] is True
+    assert markers["TagFilters"] == [{"Key": "s3memory", "Value": "access"}] and markers["ExpirationInDays"] == 400
 
 
-def test_template_role_is_least_privilege(template: dict[str, Any]) -> None:
-    (role,) = resources(template, "AWS::IAM::Role")
-    statements = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
-    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert actions == {
+def role_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """Every statement of the role's inline policies and of the RolePolicy resources on it."""
+    inline = named(template, "AWS::IAM::Role")[role].get("Policies", [])
+    attached = [p for p in named(template, "AWS::IAM::RolePolicy").values() if p["RoleName"] == {"Ref": role}]
+    return [s for p in inline + attached for s in p["PolicyDocument"]["Statement"]]
+
+
+def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
+    roles = named(template, "AWS::IAM::Role")
+    assert set(roles) == {"AgentRole", "MemoryRole"}
+    # The function's own role: the API key, and assuming the memory role; no S3, no KMS.
+    agent = role_statements(template, "AgentRole")
+    assert {a for s in agent for a in as_list(s["Action"])} == {
+        "secretsmanager:GetSecretValue",
+        "sts:AssumeRole",
+        "sts:TagSession",
+    }
+    assert all(s["Effect"] == "Allow" and s["Resource"] != "*" for s in agent)
+    (assume,) = [s for s in agent if "sts:AssumeRole" in as_list(s["Action"])]
+    assert assume["Resource"] == {"Fn::GetAtt": ["MemoryRole", "Arn"]}
+    # The memory role: only the tagged user's objects, listing and KMS context.
+    memory = role_statements(template, "MemoryRole")
+    grants = [s for s in memory if s["Effect"] == "Allow"]
+    assert {a for s in grants for a in as_list(s["Action"])} == {
         "s3:GetObject",
         "s3:PutObject",
+        "s3:PutObjectTagging",
         "s3:DeleteObject",
         "s3:ListBucket",
-        "secretsmanager:GetSecretValue",
+        "kms:Encrypt",
+        "kms:Decrypt",
     }
-    assert all(s["Effect"] == "Allow" and s["Resource"] != "*" for s in statements)
+    tag = "${aws:PrincipalTag/s3memory-user}"
+    for statement in grants:
+        assert statement["Resource"] != "*"
+        assert tag in json.dumps(statement).replace("${!", "${"), statement["Sid"]  # scoped to the user
+    assert {s["Sid"] for s in memory if s["Effect"] == "Deny"} == {"DenyInsecureTransport", "DenyUntaggedSessions"}
+    trust = roles["MemoryRole"]["AssumeRolePolicyDocument"]["Statement"]
+    assert all(s["Principal"] == {"AWS": {"Fn::GetAtt": ["AgentRole", "Arn"]}} for s in trust)
+    (tagging,) = [s for s in trust if s["Action"] == "sts:TagSession"]
+    assert tagging["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["s3memory-user"]}
+    # The key: rotated; used only by the memory role, only under the user's context.
     (key,) = resources(template, "AWS::KMS::Key")
     assert key["EnableKeyRotation"] is True
-    grants = [s for s in key["KeyPolicy"]["Statement"] if s["Sid"] == "FunctionWrapsTenantKeysOnly"]
-    assert grants[0]["Principal"] == {"AWS": {"Fn::GetAtt": ["AgentRole", "Arn"]}}
-    assert sorted(grants[0]["Action"]) == ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
-    assert "kms:EncryptionContext:s3memory:tenant" in grants[0]["Condition"]["StringLike"]
+    uses = [
+        s for s in key["KeyPolicy"]["Statement"] if any(a in as_list(s["Action"]) for a in ("kms:Decrypt", "kms:*"))
+    ]
+    assert [s["Principal"] for s in uses] == [{"AWS": {"Fn::GetAtt": ["MemoryRole", "Arn"]}}]
+    assert sorted(uses[0]["Action"]) == ["kms:Decrypt", "kms:Encrypt"]
+    assert uses[0]["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:tenant"] == tag
 
 
-def test_template_function_is_wired_to_bucket_and_key(template: dict[str, Any]) -> None:
+def test_template_function_is_wired_to_bucket_key_and_memory_role(template: dict[str, Any]) -> None:
     (function,) = resources(template, "AWS::Serverless::Function")
     variables = function["Environment"]["Variables"]
     assert variables["MEMORY_BUCKET"] == {"Ref": "MemoryBucket"}
     assert variables["MEMORY_KMS_KEY_ID"] == {"Fn::GetAtt": ["MemoryKey", "Arn"]}
+    assert variables["MEMORY_ROLE_ARN"] == {"Fn::GetAtt": ["MemoryRole", "Arn"]}
     assert function["Handler"] == "handler.handler" and function["Role"] == {"Fn::GetAtt": ["AgentRole", "Arn"]}
+    # the function starts only once both roles have their permissions
+    assert set(template["Resources"]["AgentFunction"]["DependsOn"]) == {"AgentAssumesMemoryRole", "MemoryRolePolicy"}
+
+
+def references(value: Any) -> set[str]:
+    """The resources and parameters a template fragment refers to."""
+    if isinstance(value, list):
+        return {name for item in value for name in references(item)}
+    if not isinstance(value, dict):
+        return set()
+    if set(value) == {"Ref"}:
+        return {value["Ref"]}
+    if set(value) == {"Fn::GetAtt"}:
+        return {value["Fn::GetAtt"][0]}
+    if set(value) == {"Fn::Sub"}:
+        return {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", value["Fn::Sub"])} - {
+            name for name in re.findall(r"\$\{(AWS::[^}]*)\}", value["Fn::Sub"])
+        }
+    return {name for item in value.values() for name in references(item)}
+
+
+def test_template_has_no_dependency_cycle(template: dict[str, Any]) -> None:
+    resources_ = template["Resources"]
+    known = set(resources_) | set(template["Parameters"])
+    graph = {
+        name: (references(r.get("Properties", {})) | set(as_list(r.get("DependsOn", [])))) & set(resources_)
+        for name, r in resources_.items()
+    }
+    for name, r in resources_.items():
+        assert references(r.get("Properties", {})) <= known, name
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, f"dependency cycle: {' -> '.join((*path, name))}"
+        if name not in done:
+            for dependency in graph[name]:
+                visit(dependency, (*path, name))
+            done.add(name)
+
+    for name in graph:
+        visit(name, ())
+
+
+def resolve(value: Any, names: dict[str, str]) -> Any:
+    """A template fragment with Ref, Fn::GetAtt and Fn::Sub replaced by ``names``."""
+    if isinstance(value, list):
+        return [resolve(item, names) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"Ref"}:
+        return names[value["Ref"]]
+    if set(value) == {"Fn::GetAtt"}:
+        return names[".".join(value["Fn::GetAtt"])]
+    if set(value) == {"Fn::Sub"}:
+        return re.sub(
+            r"\$\{(!?)([^}]*)\}",
+            lambda m: "${" + m[2] + "}" if m[1] else names[m[2]],
+            value["Fn::Sub"],
+        )
+    return {key: resolve(item, names) for key, item in value.items()}
+
+
+@pytest.fixture(scope="module")
+def generator() -> ModuleType:
+    return load(EXAMPLES_DIR / "lambda" / "generate_policies.py")
+
+
+def test_template_policies_are_the_policy_functions_documents(template: dict[str, Any], generator: ModuleType) -> None:
+    """Resolved with the example values, the template's policies are exactly what
+    s3memory._policy generates: regenerate with examples/lambda/generate_policies.py."""
+    from s3memory._policy import deployment_documents, lifecycle_configuration
+
+    example = generator.EXAMPLE
+    names = {
+        "AWS::Partition": "aws",
+        "AWS::AccountId": "123456789012",
+        "MemoryBucket": example["bucket"],
+        "MemoryKey.Arn": example["kms_key_arn"],
+        "MemoryRole.Arn": example["memory_role_arn"],
+        "AgentRole.Arn": example["agent_role_arn"],
+    }
+    documents = deployment_documents(**example)
+    properties = {name: r["Properties"] for name, r in template["Resources"].items()}
+    assert resolve(properties["MemoryRolePolicy"]["PolicyDocument"], names) == documents["memory-role-policy"]
+    assert resolve(properties["MemoryRole"]["AssumeRolePolicyDocument"], names) == documents["memory-role-trust-policy"]
+    assert resolve(properties["AgentAssumesMemoryRole"]["PolicyDocument"], names) == documents["agent-role-policy"]
+    assert resolve(properties["MemoryKey"]["KeyPolicy"], names) == documents["kms-key-policy"]
+    lifecycle = properties["MemoryBucket"]["LifecycleConfiguration"]
+    assert lifecycle == generator.cloudformation_lifecycle(lifecycle_configuration())
+    assert generator.render_template(json.loads(json.dumps(template))) == template
+
+
+def test_policy_files_are_the_policy_functions_documents(generator: ModuleType) -> None:
+    from s3memory._policy import deployment_documents
+
+    documents = deployment_documents(**generator.EXAMPLE)
+    files = {path.stem: path for path in (EXAMPLES_DIR / "lambda" / "policies").glob("*.json")}
+    assert set(files) == set(documents)
+    for name, document in documents.items():
+        assert json.loads(files[name].read_text()) == document, f"regenerate {files[name]}"
 
 
 def test_multi_tenant_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

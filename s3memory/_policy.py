@@ -1,0 +1,550 @@
+"""Least-privilege AWS policy documents for an s3memory deployment: isolation AWS enforces.
+
+s3memory already keeps tenants apart in code (validated user ids, per-tenant prefixes,
+objects sealed to their tenant and path). These documents make AWS refuse cross-tenant
+access as well, so a bug, a confused caller or stolen per-user credentials cannot reach
+another user's objects or keys. Pure functions returning JSON-ready dicts; no AWS call,
+no dependency (``s3memory policy`` prints them).
+
+How one Lambda function gets per-user credentials
+-------------------------------------------------
+
+Two roles:
+
+- the **agent role** (the function's own execution role) may do nothing with the bucket
+  or the key. It may only ``sts:AssumeRole`` the memory role, tagging the session
+  (``sts:TagSession``) with the user id the API Gateway authorizer vouched for
+  (``claims.sub``), never one the model chose: :func:`agent_role_policy`;
+- the **memory role** trusts only the agent role, and only for sessions carrying exactly
+  the tag ``s3memory-user`` (:func:`trust_policy`). Its permissions (:func:`iam_policy`)
+  name the tenant as the policy variable ``${aws:PrincipalTag/s3memory-user}``: S3 objects
+  under ``{prefix}{user}/`` only, listings of that prefix only, and KMS only with the
+  encryption context ``s3memory:tenant`` equal to the tag.
+
+Per invocation the function calls ``sts.assume_role(**assume_role_request(role_arn=...,
+user_id=sub))`` (cached per user for a few minutes: the credentials last 15) and builds the
+S3 and KMS clients of the tool from the returned credentials. Every S3 and KMS request of
+that invocation is then authorised by AWS against that user's tag: a request for another
+user's key prefix or another tenant's KMS context is refused by AWS itself, whatever the
+code asks for. The KMS key policy (:func:`kms_key_policy`) repeats the encryption-context
+condition, so the key refuses other tenants even to a principal whose IAM policy is too
+broad; the key is administered by another principal that cannot use it.
+
+What this does not defend: the agent role chooses the user, so code running as the agent
+role (a compromised function) can still assume any user's session. Use
+:func:`iam_policy` with a literal ``tenant`` for a process that serves a single user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from ._envelope import CONTEXT_PATH, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY, SUITE_ID
+from ._errors import ConfigurationError
+from ._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from ._names import NAMES_KEY_PURPOSE
+from ._paths import validate_prefix, validate_tenant
+
+POLICY_VERSION = "2012-10-17"
+DEFAULT_TAG = "s3memory-user"
+"""The session tag (and principal tag) that names the user."""
+PRINCIPAL_TAG_TENANT = "${aws:PrincipalTag/" + DEFAULT_TAG + "}"
+TENANT_KEY_PURPOSE = "tenant-key"  # the s3memory:purpose of a wrapped tenant key (_keys.TenantKeyring)
+ACCESS_MARKER_TAG = {"Key": "s3memory", "Value": "access"}
+"""The object tag of access markers (``{user}/.s3memory/access/...``), expired by lifecycle."""
+KEY_MODES = ("tenant", "kms")
+SESSION_SECONDS = 900  # the shortest session STS grants
+
+# The two shapes of encryption context s3memory sends to KMS (see _keys and _names):
+# a key wrapped for the tenant (its tenant key in tenant mode, its names key in either
+# mode): Encrypt/Decrypt with {tenant, purpose, kid}; and, in kms mode, a data key per
+# object: GenerateDataKey/Encrypt (rename)/Decrypt with {tenant, path, aws:x-amz-cek-alg}.
+_WRAPPED_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt"]
+_WRAPPED_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PURPOSE, CONTEXT_KEY_ID]
+_WRAPPED_KEY_PURPOSES = [TENANT_KEY_PURPOSE, NAMES_KEY_PURPOSE]
+_DATA_KEY_ACTIONS = ["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"]
+_DATA_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PATH, KMS_RESERVED_CONTEXT_KEY]
+_KEY_ADMIN_ACTIONS = [
+    "kms:Create*",
+    "kms:Describe*",
+    "kms:Enable*",
+    "kms:List*",
+    "kms:Put*",
+    "kms:Update*",
+    "kms:Revoke*",
+    "kms:Disable*",
+    "kms:Get*",
+    "kms:Delete*",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+]
+
+# IAM tag keys allow more (Unicode letters, spaces); inside a policy variable keep to ASCII.
+_TAG_RE = re.compile(r"[A-Za-z0-9_.:/=+@-]{1,128}")
+_TAG_VARIABLE_RE = re.compile(r"\$\{aws:PrincipalTag/([^}]*)\}")
+_PARTITION_RE = re.compile(r"aws(-[a-z]+)*")
+_ACCOUNT_RE = re.compile(r"[0-9]{12}")
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IPV4_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
+_ROLE_ARN_RE = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):role/[A-Za-z0-9_+=,.@/-]{1,576}")
+_ADMIN_ARN_RE = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):(?:root|(?:role|user)/[A-Za-z0-9_+=,.@/-]{1,576})")
+_KMS_KEY_ARN_RE = re.compile(r"arn:(aws(?:-[a-z]+)*):kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]{1,64}")
+_SESSION_NAME_MAX = 64
+
+
+# --- validation ---------------------------------------------------------------------
+
+
+def validate_tag(tag: object) -> str:
+    """An ASCII IAM tag key usable in ``${aws:PrincipalTag/...}``; not in the ``aws:`` namespace."""
+    if not isinstance(tag, str) or not _TAG_RE.fullmatch(tag) or tag.lower().startswith("aws:"):
+        raise ConfigurationError(
+            f"tag {tag!r} is not allowed: use 1 to 128 ASCII letters, digits and _ . : / = + @ -, "
+            "not starting with 'aws:'"
+        )
+    return tag
+
+
+def principal_tag(tag: str = DEFAULT_TAG) -> str:
+    """The policy variable ``${aws:PrincipalTag/<tag>}``: the tenant, as AWS knows it per request."""
+    return "${aws:PrincipalTag/" + validate_tag(tag) + "}"
+
+
+def _tenant(tenant: object) -> tuple[str, str | None]:
+    """(the tenant as written in a policy, the tag name if it is a principal-tag variable)."""
+    if isinstance(tenant, str) and tenant.startswith("${"):
+        match = _TAG_VARIABLE_RE.fullmatch(tenant)
+        if match is None:
+            variable = "${aws:PrincipalTag/<tag>}"
+            raise ConfigurationError(f"tenant {tenant!r} is not allowed: give a user id or {variable}")
+        return tenant, validate_tag(match.group(1))
+    return validate_tenant(tenant), None
+
+
+def _bucket(bucket: object) -> str:
+    """A general-purpose S3 bucket name (the rules S3 enforces at creation)."""
+    if (
+        not isinstance(bucket, str)
+        or not _BUCKET_RE.fullmatch(bucket)
+        or ".." in bucket
+        or ".-" in bucket
+        or "-." in bucket
+        or _IPV4_RE.fullmatch(bucket)
+        or bucket.startswith(("xn--", "sthree-", "amzn-s3-demo-"))
+        or bucket.endswith(("-s3alias", "--ol-s3", "--x-s3", ".mrap"))
+    ):
+        raise ConfigurationError(f"bucket {bucket!r} is not a valid S3 bucket name")
+    return bucket
+
+
+def _partition(partition: object) -> str:
+    if not isinstance(partition, str) or not _PARTITION_RE.fullmatch(partition):
+        raise ConfigurationError(f"partition {partition!r} is not an AWS partition (aws, aws-cn, aws-us-gov...)")
+    return partition
+
+
+def _arn(value: object, pattern: re.Pattern[str], what: str) -> re.Match[str]:
+    match = pattern.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigurationError(f"{what} {value!r} is not a valid ARN")
+    return match
+
+
+def _key_mode(key_mode: object) -> str:
+    if key_mode not in KEY_MODES:
+        raise ConfigurationError(f"key_mode must be one of {', '.join(KEY_MODES)}, not {key_mode!r}")
+    return str(key_mode)
+
+
+def _days(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{what} must be a positive whole number of days, not {value!r}")
+    return value
+
+
+# --- statements -----------------------------------------------------------------------
+
+
+def _kms_statement(
+    sid: str, actions: list[str], context_keys: list[str], fixed: dict[str, Any], tenant: str, resource: str
+) -> dict[str, Any]:
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": list(actions),
+        "Resource": resource,
+        "Condition": {
+            "StringEquals": {f"kms:EncryptionContext:{CONTEXT_TENANT}": tenant, **fixed},
+            "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": list(context_keys)},
+        },
+    }
+
+
+def _kms_statements(tenant: str, key_mode: str, resource: str) -> list[dict[str, Any]]:
+    """KMS use only under this tenant's encryption context, and only in the shapes s3memory sends."""
+    wrapped = _kms_statement(
+        "TenantWrappedKeys",
+        _WRAPPED_KEY_ACTIONS,
+        _WRAPPED_KEY_CONTEXT,
+        {f"kms:EncryptionContext:{CONTEXT_PURPOSE}": list(_WRAPPED_KEY_PURPOSES)},
+        tenant,
+        resource,
+    )
+    if key_mode == "tenant":
+        return [wrapped]
+    data = _kms_statement(
+        "TenantDataKeys",
+        _DATA_KEY_ACTIONS,
+        _DATA_KEY_CONTEXT,
+        {f"kms:EncryptionContext:{KMS_RESERVED_CONTEXT_KEY}": str(SUITE_ID)},
+        tenant,
+        resource,
+    )
+    return [data, wrapped]
+
+
+def _with_principal(statement: dict[str, Any], principal: str) -> dict[str, Any]:
+    head = {"Sid": statement["Sid"], "Effect": statement["Effect"], "Principal": {"AWS": principal}}
+    return {**head, **statement}
+
+
+def iam_policy(
+    *,
+    bucket: str,
+    prefix: str = "",
+    kms_key_arn: str | None = None,
+    tenant: str = PRINCIPAL_TAG_TENANT,
+    key_mode: str = "tenant",
+    allow_erase: bool = False,
+    partition: str = "aws",
+) -> dict[str, Any]:
+    """The identity policy of the role s3memory runs as, scoped to one tenant.
+
+    Args:
+        bucket: the memory bucket.
+        prefix: s3memory's key prefix (``""`` or ending in ``/``), as given to the tool.
+        kms_key_arn: the KMS key (its key ARN, not an alias) if one wraps the keys; the
+            statement lets the role use it only under the tenant's encryption context.
+            Without it, no KMS permission (a local master key, or a key policy that grants
+            the role directly, as :func:`kms_key_policy` does).
+        tenant: a literal user id (a role for one user), or ``${aws:PrincipalTag/<tag>}``
+            (one role for every user, each session tagged with its user).
+        key_mode: as configured. ``"tenant"``: Encrypt/Decrypt of keys wrapped for the
+            tenant (its tenant key, and its names key with ``encrypt_names``), context
+            ``{s3memory:tenant, s3memory:purpose, s3memory:kid}``. ``"kms"``: also
+            GenerateDataKey/Encrypt/Decrypt of a data key per object, context
+            ``{s3memory:tenant, s3memory:path, aws:x-amz-cek-alg=115}``.
+        allow_erase: also allow listing and deleting object versions under the tenant's
+            prefix, to erase a user from a versioned bucket. For an administrative role,
+            not for the role agents run as.
+        partition: the AWS partition of the ARNs.
+
+    Raises:
+        ConfigurationError: for an invalid bucket name, prefix, tenant, tag name, key ARN
+            or key mode.
+    """
+    bucket = _bucket(bucket)
+    prefix = validate_prefix(prefix)
+    tenant, tag = _tenant(tenant)
+    key_mode = _key_mode(key_mode)
+    partition = _partition(partition)
+    bucket_arn = f"arn:{partition}:s3:::{bucket}"
+    tenant_prefix = f"{prefix}{tenant}/"
+    tenant_objects = f"{bucket_arn}/{tenant_prefix}*"
+    list_condition = {"StringLike": {"s3:prefix": [tenant_prefix, f"{tenant_prefix}*"]}}
+
+    statements: list[dict[str, Any]] = [
+        {
+            # GetObject also authorises HeadObject and the source of CopyObject; PutObject the
+            # destination of CopyObject; DeleteObject each key of DeleteObjects;
+            # PutObjectTagging a PUT with tags (access markers).
+            "Sid": "TenantObjects",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+            "Resource": tenant_objects,
+        },
+        {
+            "Sid": "ListTenantPrefix",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": bucket_arn,
+            "Condition": list_condition,
+        },
+    ]
+    if allow_erase:
+        statements += [
+            {
+                "Sid": "ListTenantVersions",
+                "Effect": "Allow",
+                "Action": "s3:ListBucketVersions",
+                "Resource": bucket_arn,
+                "Condition": list_condition,
+            },
+            {
+                "Sid": "EraseTenantVersions",
+                "Effect": "Allow",
+                "Action": "s3:DeleteObjectVersion",
+                "Resource": tenant_objects,
+            },
+        ]
+    if kms_key_arn is not None:
+        key_partition = _arn(kms_key_arn, _KMS_KEY_ARN_RE, "kms_key_arn").group(1)
+        if key_partition != partition:
+            raise ConfigurationError(f"kms_key_arn {kms_key_arn!r} is not in the partition {partition!r}")
+        statements += _kms_statements(tenant, key_mode, kms_key_arn)
+    statements.append(
+        {
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Action": "s3:*",
+            "Resource": [bucket_arn, f"{bucket_arn}/*"],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }
+    )
+    if tag is not None:
+        # Without the tag the variable matches nothing anyway; say so explicitly.
+        statements.append(
+            {
+                "Sid": "DenyUntaggedSessions",
+                "Effect": "Deny",
+                "Action": ["s3:*", "kms:*"],
+                "Resource": "*",
+                "Condition": {"Null": {f"aws:PrincipalTag/{tag}": "true"}},
+            }
+        )
+    return {"Version": POLICY_VERSION, "Statement": statements}
+
+
+def kms_key_policy(
+    *,
+    account_id: str,
+    user_role_arn: str,
+    admin_principal_arn: str | None = None,
+    tenant: str = PRINCIPAL_TAG_TENANT,
+    key_mode: str = "tenant",
+) -> dict[str, Any]:
+    """The key policy of the KMS key that wraps s3memory's keys.
+
+    The administrator (by default the account, ``arn:...:iam::{account_id}:root``, which
+    lets IAM policies delegate administration) may manage the key but not use it; the
+    memory role may use it only under the tenant's encryption context
+    (``kms:EncryptionContext:s3memory:tenant``) and only in the shapes of context s3memory
+    sends in ``key_mode`` (``kms:EncryptionContextKeys``, fixed purposes and algorithm; see
+    :func:`iam_policy`). Nobody else may use it. This is what makes KMS itself refuse to
+    unwrap another tenant's keys. (An administrator can still change the policy or create
+    grants: administering a key is, indirectly, the power to use it.)
+
+    Raises:
+        ConfigurationError: for an invalid account id, ARN, tenant or key mode.
+    """
+    if not isinstance(account_id, str) or not _ACCOUNT_RE.fullmatch(account_id):
+        raise ConfigurationError(f"account_id {account_id!r} must be 12 digits")
+    partition = _arn(user_role_arn, _ROLE_ARN_RE, "user_role_arn").group(1)
+    if admin_principal_arn is None:
+        admin_principal_arn = f"arn:{partition}:iam::{account_id}:root"
+    admin = _arn(admin_principal_arn, _ADMIN_ARN_RE, "admin_principal_arn")
+    if admin.group(2) != account_id:
+        raise ConfigurationError(f"admin_principal_arn {admin_principal_arn!r} is not in the account {account_id}")
+    if admin_principal_arn == user_role_arn:
+        raise ConfigurationError("the key's administrator and its user must be different principals")
+    tenant, _ = _tenant(tenant)
+    key_mode = _key_mode(key_mode)
+    return {
+        "Version": POLICY_VERSION,
+        "Statement": [
+            {
+                "Sid": "KeyAdministration",
+                "Effect": "Allow",
+                "Principal": {"AWS": admin_principal_arn},
+                "Action": list(_KEY_ADMIN_ACTIONS),
+                "Resource": "*",
+            },
+            *(_with_principal(statement, user_role_arn) for statement in _kms_statements(tenant, key_mode, "*")),
+        ],
+    }
+
+
+# --- sessions: one role, a session per user --------------------------------------------
+
+
+def session_tags(user_id: str, *, tag: str = DEFAULT_TAG) -> list[dict[str, str]]:
+    """The ``Tags`` of ``sts.assume_role`` that make ``${aws:PrincipalTag/<tag>}`` the user."""
+    return [{"Key": validate_tag(tag), "Value": validate_tenant(user_id)}]
+
+
+def assume_role_request(
+    *, role_arn: str, user_id: str, tag: str = DEFAULT_TAG, duration_seconds: int = SESSION_SECONDS
+) -> dict[str, Any]:
+    """Keyword arguments for ``sts.assume_role``: the memory role, as ``user_id``.
+
+    The session name carries the user id too (it shows in CloudTrail), or a hash of it
+    when it would exceed the 64 characters STS allows.
+    """
+    _arn(role_arn, _ROLE_ARN_RE, "role_arn")
+    tags = session_tags(user_id, tag=tag)
+    if isinstance(duration_seconds, bool) or not isinstance(duration_seconds, int) or duration_seconds < 900:
+        raise ConfigurationError("duration_seconds must be a whole number of seconds, at least 900")
+    name = f"s3memory-{user_id}"
+    if len(name) > _SESSION_NAME_MAX:
+        name = "s3memory-" + hashlib.sha256(user_id.encode()).hexdigest()[:32]
+    return {"RoleArn": role_arn, "RoleSessionName": name, "DurationSeconds": duration_seconds, "Tags": tags}
+
+
+def trust_policy(*, agent_role_arn: str, tag: str = DEFAULT_TAG) -> dict[str, Any]:
+    """The memory role's trust policy: only the agent role, and only tagging the user.
+
+    ``sts:TagSession`` is allowed only when the request sets the tag (non-empty) and no
+    other tag, so every session of the memory role names exactly one user.
+    """
+    _arn(agent_role_arn, _ROLE_ARN_RE, "agent_role_arn")
+    tag = validate_tag(tag)
+    principal = {"AWS": agent_role_arn}
+    return {
+        "Version": POLICY_VERSION,
+        "Statement": [
+            {"Sid": "AgentAssumesRole", "Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"},
+            {
+                "Sid": "AgentTagsSessionWithTheUser",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": "sts:TagSession",
+                "Condition": {
+                    "StringLike": {f"aws:RequestTag/{tag}": "?*"},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": [tag]},
+                },
+            },
+        ],
+    }
+
+
+def agent_role_policy(*, memory_role_arn: str) -> dict[str, Any]:
+    """The agent (function) role's only memory permission: assume the memory role, tagged."""
+    _arn(memory_role_arn, _ROLE_ARN_RE, "memory_role_arn")
+    return {
+        "Version": POLICY_VERSION,
+        "Statement": [
+            {
+                "Sid": "AssumeMemoryRoleAsTheUser",
+                "Effect": "Allow",
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Resource": memory_role_arn,
+            }
+        ],
+    }
+
+
+# --- the bucket -----------------------------------------------------------------------
+
+
+def lifecycle_configuration(
+    *,
+    prefix: str = "",
+    noncurrent_days: int = 30,
+    access_marker_days: int = 400,
+    abort_multipart_days: int = 7,
+) -> dict[str, Any]:
+    """``LifecycleConfiguration`` for ``s3.put_bucket_lifecycle_configuration`` (versioned bucket).
+
+    Under ``prefix``: noncurrent versions expire after ``noncurrent_days`` (a bucket writer
+    can replay an old version until then: see SECURITY.md), delete markers left alone are
+    removed, unfinished multipart uploads are aborted. Access markers (objects tagged
+    ``s3memory=access``) expire ``access_marker_days`` after their last write.
+    """
+    prefix = validate_prefix(prefix)
+    noncurrent_days = _days(noncurrent_days, "noncurrent_days")
+    access_marker_days = _days(access_marker_days, "access_marker_days")
+    abort_multipart_days = _days(abort_multipart_days, "abort_multipart_days")
+    tag = dict(ACCESS_MARKER_TAG)
+    marker_filter: dict[str, Any] = {"And": {"Prefix": prefix, "Tags": [tag]}} if prefix else {"Tag": tag}
+    return {
+        "Rules": [
+            {
+                "ID": "s3memory-old-versions",
+                "Status": "Enabled",
+                "Filter": {"Prefix": prefix},
+                "NoncurrentVersionExpiration": {"NoncurrentDays": noncurrent_days},
+                "Expiration": {"ExpiredObjectDeleteMarker": True},
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": abort_multipart_days},
+            },
+            {
+                "ID": "s3memory-access-markers",
+                "Status": "Enabled",
+                "Filter": marker_filter,
+                "Expiration": {"Days": access_marker_days},
+            },
+        ]
+    }
+
+
+# --- everything at once -----------------------------------------------------------------
+
+
+def deployment_documents(
+    *,
+    bucket: str,
+    memory_role_arn: str,
+    agent_role_arn: str,
+    prefix: str = "",
+    kms_key_arn: str | None = None,
+    use_kms: bool = True,
+    key_mode: str = "tenant",
+    admin_principal_arn: str | None = None,
+    tag: str = DEFAULT_TAG,
+    allow_erase: bool = False,
+    noncurrent_days: int = 30,
+    access_marker_days: int = 400,
+) -> dict[str, dict[str, Any]]:
+    """Every document of a deployment with one memory role shared by all users, by name.
+
+    - ``memory-role-policy``: :func:`iam_policy` with ``${aws:PrincipalTag/<tag>}``;
+    - ``memory-role-trust-policy``: :func:`trust_policy` for the agent role;
+    - ``agent-role-policy``: :func:`agent_role_policy` (add it to the function's role);
+    - ``kms-key-policy``: :func:`kms_key_policy` (unless ``use_kms`` is false: a local
+      master key);
+    - ``bucket-lifecycle``: :func:`lifecycle_configuration`.
+
+    The account and partition are those of ``memory_role_arn``. ``kms_key_arn`` adds the
+    KMS statement to the role policy as well (the key policy alone already grants it).
+
+    Raises:
+        ConfigurationError: for any invalid name, ARN, prefix or number.
+    """
+    match = _arn(memory_role_arn, _ROLE_ARN_RE, "memory_role_arn")
+    partition, account_id = match.group(1), match.group(2)
+    agent_partition = _arn(agent_role_arn, _ROLE_ARN_RE, "agent_role_arn").group(1)
+    if agent_partition != partition:
+        raise ConfigurationError("agent_role_arn and memory_role_arn must be in the same partition")
+    if agent_role_arn == memory_role_arn:
+        raise ConfigurationError("the agent role and the memory role must be different roles")
+    if kms_key_arn is not None and not use_kms:
+        raise ConfigurationError("kms_key_arn was given with use_kms=False")
+    tenant = principal_tag(tag)
+    documents = {
+        "memory-role-policy": iam_policy(
+            bucket=bucket,
+            prefix=prefix,
+            kms_key_arn=kms_key_arn,
+            tenant=tenant,
+            key_mode=key_mode,
+            allow_erase=allow_erase,
+            partition=partition,
+        ),
+        "memory-role-trust-policy": trust_policy(agent_role_arn=agent_role_arn, tag=tag),
+        "agent-role-policy": agent_role_policy(memory_role_arn=memory_role_arn),
+    }
+    if use_kms:
+        documents["kms-key-policy"] = kms_key_policy(
+            account_id=account_id,
+            user_role_arn=memory_role_arn,
+            admin_principal_arn=admin_principal_arn,
+            tenant=tenant,
+            key_mode=key_mode,
+        )
+    documents["bucket-lifecycle"] = lifecycle_configuration(
+        prefix=prefix, noncurrent_days=noncurrent_days, access_marker_days=access_marker_days
+    )
+    return documents

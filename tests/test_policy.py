@@ -1,0 +1,906 @@
+"""The IAM, KMS and lifecycle documents of s3memory._policy: their shape, their refusals, and
+what they allow, judged by a small policy evaluator against requests s3memory really makes."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from conftest import BUCKET
+
+from s3memory import ConfigurationError, KeyCache, S3MemoryError, open_memory
+from s3memory._envelope import CONTEXT_PATH, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY
+from s3memory._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from s3memory._policy import (
+    DEFAULT_TAG,
+    PRINCIPAL_TAG_TENANT,
+    agent_role_policy,
+    assume_role_request,
+    deployment_documents,
+    iam_policy,
+    kms_key_policy,
+    lifecycle_configuration,
+    principal_tag,
+    session_tags,
+    trust_policy,
+)
+
+ACCOUNT = "123456789012"
+MEMORY_ROLE = f"arn:aws:iam::{ACCOUNT}:role/s3memory-memory"
+AGENT_ROLE = f"arn:aws:iam::{ACCOUNT}:role/s3memory-agent"
+OTHER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/someone-else"
+ROOT = f"arn:aws:iam::{ACCOUNT}:root"
+KEY_ARN = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+BUCKET_ARN = f"arn:aws:s3:::{BUCKET}"
+TAG_KEY = f"aws:PrincipalTag/{DEFAULT_TAG}"
+
+
+# --- a tiny IAM policy evaluator --------------------------------------------------------
+#
+# Enough of https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html
+# for these documents: an explicit Deny wins, else any Allow allows, else denied. Action
+# and Resource wildcards (* and ?; actions case-insensitive), ${...} policy variables from
+# the request context (an element whose variable is missing matches nothing), Principal
+# {"AWS": ...} for resource and trust policies, and the condition operators the documents
+# use: StringEquals, StringLike, Bool, Null, with ForAllValues:/ForAnyValue:. An operator it
+# does not know fails the test, so it never silently allows.
+
+
+@dataclass
+class Request:
+    action: str
+    resource: str = "*"
+    context: dict[str, Any] = field(default_factory=dict)
+    principal: str | None = None
+
+
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+def substitute(text: str, context: dict[str, Any]) -> str | None:
+    missing = False
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal missing
+        found = context.get(match.group(1))
+        if not isinstance(found, str):
+            missing = True
+            return ""
+        return found
+
+    result = _VARIABLE.sub(value, text)
+    return None if missing else result
+
+
+def wildcard(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.IGNORECASE if ignore_case else 0) is not None
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def compare(operator: str, expected: str, actual: str) -> bool:
+    if operator == "StringEquals":
+        return expected == actual
+    if operator == "StringLike":
+        return wildcard(expected, actual)
+    if operator == "Bool":
+        return expected.lower() == actual.lower()
+    raise AssertionError(f"the evaluator does not know the operator {operator}")
+
+
+def condition_holds(operator: str, key: str, expected: Any, context: dict[str, Any]) -> bool:
+    qualifier, _, operator = operator.rpartition(":")
+    if operator == "Null":
+        return (key not in context) == (str(expected).lower() == "true")
+    if key not in context:
+        return qualifier == "ForAllValues"  # vacuously true; everything else needs the key
+    wanted = [substitute(value, context) for value in as_list(expected)]
+
+    def matches(actual: str) -> bool:
+        return any(value is not None and compare(operator, value, actual) for value in wanted)
+
+    actual = as_list(context[key])
+    if qualifier == "ForAllValues":
+        return all(matches(a) for a in actual)
+    if qualifier == "ForAnyValue":
+        return any(matches(a) for a in actual)
+    assert qualifier == "" and len(actual) == 1, (qualifier, key)
+    return matches(actual[0])
+
+
+def applies(statement: dict[str, Any], request: Request) -> bool:
+    if "Principal" in statement:
+        principals = as_list(statement["Principal"]["AWS"])
+        if "*" not in principals and request.principal not in principals:
+            return False
+    if not any(wildcard(a, request.action, ignore_case=True) for a in as_list(statement["Action"])):
+        return False
+    if "Resource" in statement:
+        patterns = [substitute(r, request.context) for r in as_list(statement["Resource"])]
+        if not any(p is not None and wildcard(p, request.resource) for p in patterns):
+            return False
+    return all(
+        condition_holds(operator, key, expected, request.context)
+        for operator, block in statement.get("Condition", {}).items()
+        for key, expected in block.items()
+    )
+
+
+def decide(policy: dict[str, Any], request: Request) -> str:
+    """ "Deny" (explicit), "Allow", or "ImplicitDeny"."""
+    assert policy["Version"] == "2012-10-17"
+    effects = {s["Effect"] for s in policy["Statement"] if applies(s, request)}
+    return "Deny" if "Deny" in effects else "Allow" if "Allow" in effects else "ImplicitDeny"
+
+
+def allowed(policy: dict[str, Any], request: Request) -> bool:
+    return decide(policy, request) == "Allow"
+
+
+def session(user: str | None, **extra: Any) -> dict[str, Any]:
+    """The request context of a memory-role session tagged with ``user``, over TLS."""
+    context: dict[str, Any] = {"aws:SecureTransport": "true", **extra}
+    if user is not None:
+        context[TAG_KEY] = user
+    return context
+
+
+def obj(key: str) -> str:
+    return f"{BUCKET_ARN}/{key}"
+
+
+# --- the evaluator on the documents --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def role_policy() -> dict[str, Any]:
+    return iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)
+
+
+@pytest.mark.parametrize("action", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging"])
+@pytest.mark.parametrize(
+    "key",
+    ["alice/memories/x", "alice/memories/a/b.md", "alice/.s3memory/tenant-key", "alice/.s3memory/access/0af3"],
+)
+def test_a_session_tagged_alice_may_touch_alices_objects(role_policy: dict[str, Any], action: str, key: str) -> None:
+    assert allowed(role_policy, Request(action, obj(key), session("alice")))
+
+
+@pytest.mark.parametrize("action", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging"])
+@pytest.mark.parametrize(
+    "key", ["bob/memories/x", "alice2/memories/x", "alice", "alicememories/x", "memories/x", "x/alice/memories/x"]
+)
+def test_and_nobody_elses(role_policy: dict[str, Any], action: str, key: str) -> None:
+    assert decide(role_policy, Request(action, obj(key), session("alice"))) == "ImplicitDeny"
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["s3:GetObjectVersion", "s3:DeleteObjectVersion", "s3:PutObjectAcl", "s3:GetObjectAcl", "s3:RestoreObject"],
+)
+def test_other_object_actions_are_denied_even_on_alices_objects(role_policy: dict[str, Any], action: str) -> None:
+    assert not allowed(role_policy, Request(action, obj("alice/memories/x"), session("alice")))
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "s3:ListBucketVersions",
+        "s3:DeleteBucket",
+        "s3:PutBucketPolicy",
+        "s3:GetBucketPolicy",
+        "s3:PutLifecycleConfiguration",
+    ],
+)
+def test_bucket_actions_other_than_listing_are_denied(role_policy: dict[str, Any], action: str) -> None:
+    assert not allowed(role_policy, Request(action, BUCKET_ARN, session("alice", **{"s3:prefix": "alice/"})))
+
+
+@pytest.mark.parametrize("prefix", ["alice/", "alice/memories/", "alice/memories/a/b/", "alice/.s3memory/intents/"])
+def test_alice_may_list_under_her_prefix(role_policy: dict[str, Any], prefix: str) -> None:
+    assert allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, session("alice", **{"s3:prefix": prefix})))
+
+
+@pytest.mark.parametrize("prefix", ["bob/", "", "alice", "alice2/", "ali", "/alice/", None])
+def test_alice_may_not_list_anything_else(role_policy: dict[str, Any], prefix: str | None) -> None:
+    """``alice`` without the slash would list ``alice2``'s keys too; no prefix lists the bucket."""
+    context = session("alice") if prefix is None else session("alice", **{"s3:prefix": prefix})
+    assert not allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, context))
+
+
+def test_a_session_tagged_bob_gets_nothing_of_alices(role_policy: dict[str, Any]) -> None:
+    assert not allowed(role_policy, Request("s3:GetObject", obj("alice/memories/x"), session("bob")))
+    listing = session("bob", **{"s3:prefix": "alice/memories/"})
+    assert not allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, listing))
+    assert allowed(role_policy, Request("s3:GetObject", obj("bob/memories/x"), session("bob")))
+
+
+def test_an_untagged_session_is_explicitly_denied(role_policy: dict[str, Any]) -> None:
+    assert decide(role_policy, Request("s3:GetObject", obj("alice/memories/x"), session(None))) == "Deny"
+    assert decide(role_policy, Request("kms:Decrypt", KEY_ARN, session(None))) == "Deny"
+
+
+def test_plain_http_is_explicitly_denied(role_policy: dict[str, Any]) -> None:
+    context = session("alice", **{"aws:SecureTransport": "false"})
+    assert decide(role_policy, Request("s3:GetObject", obj("alice/memories/x"), context)) == "Deny"
+    listing = {**context, "s3:prefix": "alice/"}
+    assert decide(role_policy, Request("s3:ListBucket", BUCKET_ARN, listing)) == "Deny"
+
+
+SHAPES = {"tenant": ["tenant-key", "names-key"], "kms": ["data-key", "names-key"]}
+
+
+def kms_context(tenant: str | None, shape: str = "tenant-key") -> dict[str, str]:
+    """An encryption context as s3memory sends it: a key wrapped for the tenant (its tenant
+    key or its names key), or a data key per object (kms mode)."""
+    context: dict[str, str | None]
+    if shape == "data-key":
+        context = {CONTEXT_TENANT: tenant, CONTEXT_PATH: "ab" * 32, KMS_RESERVED_CONTEXT_KEY: "115"}
+    else:
+        context = {CONTEXT_TENANT: tenant, CONTEXT_PURPOSE: shape, CONTEXT_KEY_ID: "0123456789abcdef"}
+    return {k: v for k, v in context.items() if v is not None}
+
+
+def actions_for(shape: str) -> list[str]:
+    return (
+        ["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"] if shape == "data-key" else ["kms:Encrypt", "kms:Decrypt"]
+    )
+
+
+def kms_request(action: str, encryption_context: dict[str, str], user: str | None, principal: str) -> Request:
+    context = session(user, **{f"kms:EncryptionContext:{k}": v for k, v in encryption_context.items()})
+    context["kms:EncryptionContextKeys"] = list(encryption_context)
+    return Request(action, KEY_ARN, context, principal)
+
+
+def kms_allows(documents: list[dict[str, Any]], request: Request) -> bool:
+    return all(allowed(document, request) for document in documents)
+
+
+@pytest.mark.parametrize("mode", ["tenant", "kms"])
+def test_kms_refuses_another_tenants_context(mode: str) -> None:
+    """Both the role policy and the key policy: each alone refuses another tenant's keys."""
+    role = iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, key_mode=mode)
+    key = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode=mode)
+    for shape in SHAPES[mode]:
+        for action in actions_for(shape):
+            assert kms_allows([role, key], kms_request(action, kms_context("alice", shape), "alice", MEMORY_ROLE))
+            bobs = kms_request(action, kms_context("bob", shape), "alice", MEMORY_ROLE)
+            assert not allowed(role, bobs) and not allowed(key, bobs)
+            # an extra context key, no tenant, no context at all: refused by each
+            extra = {**kms_context("alice", shape), "extra": "x"}
+            for context in (extra, kms_context(None, shape), {}):
+                request = kms_request(action, context, "alice", MEMORY_ROLE)
+                assert not allowed(role, request) and not allowed(key, request)
+            # the key policy grants only the memory role
+            for principal in (AGENT_ROLE, ROOT, OTHER_ROLE):
+                assert not allowed(key, kms_request(action, kms_context("alice", shape), "alice", principal))
+
+
+@pytest.mark.parametrize("mode", ["tenant", "kms"])
+def test_kms_allows_only_the_shapes_of_context_of_the_key_mode(mode: str) -> None:
+    documents = [
+        iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, key_mode=mode),
+        kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode=mode),
+    ]
+    other_purpose = {**kms_context("alice"), CONTEXT_PURPOSE: "data"}
+    mixed = {**kms_context("alice", "data-key"), CONTEXT_PURPOSE: "tenant-key"}
+    other_algorithm = {**kms_context("alice", "data-key"), KMS_RESERVED_CONTEXT_KEY: "114"}
+    for context in (other_purpose, mixed, other_algorithm):
+        for action in ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"):
+            assert not kms_allows(documents, kms_request(action, context, "alice", MEMORY_ROLE))
+    # a key wrapped for the tenant is never a data key
+    generate = kms_request("kms:GenerateDataKey", kms_context("alice", "tenant-key"), "alice", MEMORY_ROLE)
+    assert not kms_allows(documents, generate)
+    per_object = kms_request("kms:Decrypt", kms_context("alice", "data-key"), "alice", MEMORY_ROLE)
+    assert kms_allows(documents, per_object) is (mode == "kms")
+    for action in ("kms:ReEncryptFrom", "kms:GenerateDataKeyWithoutPlaintext", "kms:CreateGrant", "kms:Sign"):
+        assert not kms_allows(documents, kms_request(action, kms_context("alice", "data-key"), "alice", MEMORY_ROLE))
+
+
+def test_the_key_administrator_cannot_use_the_key() -> None:
+    key = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE)
+    assert allowed(key, Request("kms:ScheduleKeyDeletion", "*", {}, ROOT))
+    assert allowed(key, Request("kms:PutKeyPolicy", "*", {}, ROOT))
+    assert not allowed(key, kms_request("kms:Decrypt", kms_context("alice"), "alice", ROOT))
+    assert not allowed(key, Request("kms:ScheduleKeyDeletion", "*", {}, MEMORY_ROLE))
+    admin = f"arn:aws:iam::{ACCOUNT}:role/key-admin"
+    custom = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, admin_principal_arn=admin)
+    assert allowed(custom, Request("kms:DisableKey", "*", {}, admin))
+    assert not allowed(custom, Request("kms:DisableKey", "*", {}, ROOT))
+
+
+def test_only_the_agent_role_may_assume_the_memory_role_and_only_tagging_one_user() -> None:
+    trust = trust_policy(agent_role_arn=AGENT_ROLE)
+    tagged = {f"aws:RequestTag/{DEFAULT_TAG}": "alice", "aws:TagKeys": [DEFAULT_TAG]}
+    assert allowed(trust, Request("sts:AssumeRole", principal=AGENT_ROLE))
+    assert allowed(trust, Request("sts:TagSession", context=tagged, principal=AGENT_ROLE))
+    assert not allowed(trust, Request("sts:AssumeRole", principal=OTHER_ROLE))
+    assert not allowed(trust, Request("sts:TagSession", context=tagged, principal=OTHER_ROLE))
+    two_tags = {**tagged, "aws:RequestTag/team": "x", "aws:TagKeys": [DEFAULT_TAG, "team"]}
+    assert not allowed(trust, Request("sts:TagSession", context=two_tags, principal=AGENT_ROLE))
+    empty = {f"aws:RequestTag/{DEFAULT_TAG}": "", "aws:TagKeys": [DEFAULT_TAG]}
+    assert not allowed(trust, Request("sts:TagSession", context=empty, principal=AGENT_ROLE))
+    other_tag = {"aws:RequestTag/team": "x", "aws:TagKeys": ["team"]}
+    assert not allowed(trust, Request("sts:TagSession", context=other_tag, principal=AGENT_ROLE))
+
+
+def test_the_agent_role_may_only_assume_the_memory_role() -> None:
+    policy = agent_role_policy(memory_role_arn=MEMORY_ROLE)
+    assert allowed(policy, Request("sts:AssumeRole", MEMORY_ROLE))
+    assert allowed(policy, Request("sts:TagSession", MEMORY_ROLE))
+    assert not allowed(policy, Request("sts:AssumeRole", OTHER_ROLE))
+    assert not allowed(policy, Request("s3:GetObject", obj("alice/memories/x")))
+    assert not allowed(policy, Request("kms:Decrypt", KEY_ARN))
+
+
+def test_a_prefix_scopes_everything_below_it() -> None:
+    policy = iam_policy(bucket=BUCKET, prefix="app/memory/")
+    assert allowed(policy, Request("s3:GetObject", obj("app/memory/alice/memories/x"), session("alice")))
+    assert not allowed(policy, Request("s3:GetObject", obj("alice/memories/x"), session("alice")))
+    assert not allowed(policy, Request("s3:GetObject", obj("app/memory/bob/memories/x"), session("alice")))
+    listing = session("alice", **{"s3:prefix": "app/memory/alice/memories/"})
+    assert allowed(policy, Request("s3:ListBucket", BUCKET_ARN, listing))
+    for prefix in ("app/memory/", "alice/", "app/memory/bob/"):
+        assert not allowed(policy, Request("s3:ListBucket", BUCKET_ARN, session("alice", **{"s3:prefix": prefix})))
+
+
+def test_a_literal_tenant_needs_no_tag() -> None:
+    policy = iam_policy(bucket=BUCKET, tenant="alice", kms_key_arn=KEY_ARN)
+    text = json.dumps(policy)
+    assert "PrincipalTag" not in text and f"{BUCKET_ARN}/alice/*" in text
+    untagged = session(None)
+    assert allowed(policy, Request("s3:GetObject", obj("alice/memories/x"), untagged))
+    assert allowed(policy, Request("s3:GetObject", obj("alice/memories/x"), session("bob")))  # the tag is irrelevant
+    assert not allowed(policy, Request("s3:GetObject", obj("bob/memories/x"), untagged))
+    assert not allowed(policy, Request("s3:GetObject", obj("alice2/memories/x"), untagged))
+    listing = {**untagged, "s3:prefix": "alice/memories/"}
+    assert allowed(policy, Request("s3:ListBucket", BUCKET_ARN, listing))
+    assert not allowed(policy, Request("s3:ListBucket", BUCKET_ARN, {**untagged, "s3:prefix": "bob/"}))
+    assert allowed(policy, kms_request("kms:Decrypt", kms_context("alice"), None, MEMORY_ROLE))
+    assert not allowed(policy, kms_request("kms:Decrypt", kms_context("bob"), None, MEMORY_ROLE))
+
+
+def test_erasing_versions_is_an_opt_in() -> None:
+    versions = session("alice", **{"s3:prefix": "alice/"})
+    for policy, expected in ((iam_policy(bucket=BUCKET), False), (iam_policy(bucket=BUCKET, allow_erase=True), True)):
+        assert allowed(policy, Request("s3:ListBucketVersions", BUCKET_ARN, versions)) is expected
+        assert (
+            allowed(policy, Request("s3:DeleteObjectVersion", obj("alice/.s3memory/tenant-key"), session("alice")))
+            is expected
+        )
+    admin = iam_policy(bucket=BUCKET, allow_erase=True)
+    assert not allowed(admin, Request("s3:DeleteObjectVersion", obj("bob/.s3memory/tenant-key"), session("alice")))
+    assert not allowed(admin, Request("s3:ListBucketVersions", BUCKET_ARN, session("alice", **{"s3:prefix": ""})))
+
+
+# --- the requests s3memory really makes -------------------------------------------------
+
+
+def iam_requests(service: str, operation: str, params: dict[str, Any], key_arn: str) -> list[Request]:
+    """The IAM authorisations one API call needs (per the S3 and KMS authorisation docs)."""
+    if service == "kms":
+        assert operation in ("Encrypt", "Decrypt", "GenerateDataKey"), operation
+        context = {f"kms:EncryptionContext:{k}": v for k, v in params.get("EncryptionContext", {}).items()}
+        context["kms:EncryptionContextKeys"] = list(params.get("EncryptionContext", {}))
+        return [Request(f"kms:{operation}", key_arn, context)]
+    assert params["Bucket"] == BUCKET
+    if operation in ("GetObject", "HeadObject"):
+        return [Request("s3:GetObject", obj(params["Key"]))]
+    if operation == "PutObject":
+        tagging = [Request("s3:PutObjectTagging", obj(params["Key"]))] if params.get("Tagging") else []
+        return [Request("s3:PutObject", obj(params["Key"])), *tagging]
+    if operation == "CopyObject":
+        source = params["CopySource"]
+        source_key = source["Key"] if isinstance(source, dict) else source.split("/", 1)[1]
+        return [Request("s3:GetObject", obj(source_key)), Request("s3:PutObject", obj(params["Key"]))]
+    if operation == "DeleteObjects":
+        deletes = params["Delete"]["Objects"]
+        return [
+            Request("s3:DeleteObjectVersion" if "VersionId" in o else "s3:DeleteObject", obj(o["Key"])) for o in deletes
+        ]
+    if operation == "DeleteObject":
+        return [Request("s3:DeleteObject", obj(params["Key"]))]
+    if operation in ("ListObjectsV2", "ListObjectVersions"):
+        context = {"s3:prefix": params["Prefix"]} if "Prefix" in params else {}
+        action = "s3:ListBucket" if operation == "ListObjectsV2" else "s3:ListBucketVersions"
+        return [Request(action, BUCKET_ARN, context)]
+    raise AssertionError(f"s3memory made a request this test does not map to IAM actions: {operation}")
+
+
+WORKLOAD: list[dict[str, Any]] = [
+    {"command": "view", "path": "/memories"},
+    {"command": "create", "path": "/memories/notes.md", "file_text": "tea\n"},
+    {"command": "view", "path": "/memories/notes.md"},
+    {"command": "str_replace", "path": "/memories/notes.md", "old_str": "tea", "new_str": "green tea"},
+    {"command": "insert", "path": "/memories/notes.md", "insert_line": 0, "insert_text": "# Notes"},
+    {"command": "create", "path": "/memories/projects/a/plan.md", "file_text": "plan\n"},
+    {"command": "view", "path": "/memories/projects"},
+    {"command": "rename", "old_path": "/memories/projects", "new_path": "/memories/work"},
+    {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/work/notes.md"},
+    {"command": "view", "path": "/memories/missing.md"},
+    {"command": "create", "path": "/memories/work/notes.md/x", "file_text": "refused"},
+    {"command": "delete", "path": "/memories/work/a/plan.md"},
+    {"command": "delete", "path": "/memories/work"},
+]
+
+
+def optional_features() -> dict[str, Any]:
+    """Encrypted names (a names key wrapped by KMS) and access markers, where supported."""
+    supported = inspect.signature(open_memory).parameters
+    return {name: True for name in ("encrypt_names", "track_access") if name in supported}
+
+
+@pytest.mark.parametrize(
+    ("mode", "prefix", "features"),
+    [("tenant", "", False), ("kms", "", False), ("tenant", "tenants/v1/", True), ("kms", "tenants/v1/", True)],
+)
+def test_every_request_of_a_real_workload_is_allowed_for_its_user_only(
+    s3_client: Any, kms_client: Any, kms_key_id: str, mode: str, prefix: str, features: bool
+) -> None:
+    """Run the six commands on moto, record every S3 and KMS call, and judge each with the
+    documents: all allowed for a session tagged with the user, all refused for another user.
+    So the policy is sufficient for s3memory (nothing it does is missing) and isolating."""
+    recorded = record_requests(s3_client, kms_client)
+
+    def open_alice() -> Any:  # a fresh cache each time: keys are unwrapped by KMS again
+        return open_memory(
+            user_id="alice",
+            bucket=BUCKET,
+            s3_client=s3_client,
+            prefix=prefix,
+            kms_key_id=kms_key_id,
+            kms_client=kms_client,
+            key_mode=mode,  # type: ignore[arg-type]
+            key_cache=KeyCache(),
+            **(optional_features() if features else {}),
+        )
+
+    memory = open_alice()
+    for command in WORKLOAD:
+        try:
+            memory.execute(command)
+        except S3MemoryError:
+            pass  # refusals are part of the workload (a missing file, a file used as a directory)
+    reopened = open_alice()
+    reopened.create("/memories/again.md", "x")
+    assert "x" in reopened.view("/memories/again.md")
+
+    documents = deployment_documents(
+        bucket=BUCKET,
+        prefix=prefix,
+        memory_role_arn=MEMORY_ROLE,
+        agent_role_arn=AGENT_ROLE,
+        kms_key_arn=kms_key_id,
+        key_mode=mode,
+    )
+    operations = {operation for _, operation, _ in recorded}
+    assert {"GetObject", "PutObject", "ListObjectsV2", "CopyObject", "DeleteObjects"} <= operations
+    assert {"Decrypt", "Encrypt"} & operations
+    assert judge(recorded, documents, kms_key_id, "alice") == {True}
+    assert judge(recorded, documents, kms_key_id, "bob") == {False}
+
+
+def record_requests(s3_client: Any, kms_client: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    recorded: list[tuple[str, str, dict[str, Any]]] = []
+
+    def record(params: dict[str, Any], model: Any, **_: Any) -> None:
+        recorded.append((model.service_model.endpoint_prefix, model.name, dict(params)))
+
+    s3_client.meta.events.register("before-parameter-build.s3", record)
+    kms_client.meta.events.register("before-parameter-build.kms", record)
+    return recorded
+
+
+def judge(
+    recorded: list[tuple[str, str, dict[str, Any]]], documents: dict[str, dict[str, Any]], key_arn: str, user: str
+) -> set[bool]:
+    """Whether each recorded call is allowed to the memory role's session tagged ``user``
+    (a KMS call needs the role policy and the key policy)."""
+    role, key = documents["memory-role-policy"], documents["kms-key-policy"]
+    verdicts = set()
+    for service, operation, params in recorded:
+        for request in iam_requests(service, operation, params, key_arn):
+            request.context.update(session(user))
+            request.principal = MEMORY_ROLE
+            verdicts.add(allowed(role, request) and (service != "kms" or allowed(key, request)))
+    return verdicts
+
+
+def test_key_rotation_and_erasure_need_the_erase_option(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
+    """Rotating a tenant key needs nothing more than the agent's policy; erasing a user from a
+    versioned bucket needs ``allow_erase`` (and stays within the user's prefix)."""
+    lifecycle = pytest.importorskip("s3memory._lifecycle")
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    memory = open_memory(
+        user_id="alice", bucket=BUCKET, s3_client=s3_client, kms_key_id=kms_key_id, kms_client=kms_client
+    )
+    memory.create("/memories/a.md", "a")
+    memory.create("/memories/b/c.md", "c")
+    recorded = record_requests(s3_client, kms_client)
+    lifecycle.rotate_tenant_key(memory, retire_after=0)
+    options = {
+        "bucket": BUCKET,
+        "memory_role_arn": MEMORY_ROLE,
+        "agent_role_arn": AGENT_ROLE,
+        "kms_key_arn": kms_key_id,
+    }
+    agent, admin = deployment_documents(**options), deployment_documents(**options, allow_erase=True)
+    assert judge(recorded, agent, kms_key_id, "alice") == {True}
+    recorded.clear()
+    lifecycle.erase_tenant(memory)
+    assert {"ListObjectVersions", "DeleteObjects"} <= {operation for _, operation, _ in recorded}
+    assert judge(recorded, agent, kms_key_id, "alice") == {False}  # the agent role may not erase at all
+    assert judge(recorded, admin, kms_key_id, "alice") == {True}
+    assert judge(recorded, admin, kms_key_id, "bob") == {False}
+    assert "Versions" not in s3_client.list_object_versions(Bucket=BUCKET, Prefix="alice/")
+
+
+# --- structure ------------------------------------------------------------------------
+
+
+def sids(policy: dict[str, Any]) -> list[str]:
+    return [statement["Sid"] for statement in policy["Statement"]]
+
+
+def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
+    assert role_policy["Version"] == "2012-10-17"
+    assert sids(role_policy) == [
+        "TenantObjects",
+        "ListTenantPrefix",
+        "TenantWrappedKeys",
+        "DenyInsecureTransport",
+        "DenyUntaggedSessions",
+    ]
+    objects, listing, kms, tls, untagged = role_policy["Statement"]
+    assert objects == {
+        "Sid": "TenantObjects",
+        "Effect": "Allow",
+        "Action": ["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+        "Resource": f"{BUCKET_ARN}/{PRINCIPAL_TAG_TENANT}/*",
+    }
+    assert listing["Action"] == "s3:ListBucket" and listing["Resource"] == BUCKET_ARN
+    assert listing["Condition"] == {
+        "StringLike": {"s3:prefix": [f"{PRINCIPAL_TAG_TENANT}/", f"{PRINCIPAL_TAG_TENANT}/*"]}
+    }
+    assert kms["Resource"] == KEY_ARN and kms["Action"] == ["kms:Encrypt", "kms:Decrypt"]
+    assert kms["Condition"] == {
+        "StringEquals": {
+            "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
+            "kms:EncryptionContext:s3memory:purpose": ["tenant-key", "names-key"],
+        },
+        "ForAllValues:StringEquals": {
+            "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:purpose", "s3memory:kid"]
+        },
+    }
+    assert tls["Effect"] == "Deny" and tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert tls["Resource"] == [BUCKET_ARN, f"{BUCKET_ARN}/*"]
+    assert untagged["Effect"] == "Deny" and untagged["Condition"] == {"Null": {TAG_KEY: "true"}}
+    for statement in role_policy["Statement"]:
+        if statement["Effect"] == "Allow":
+            assert "*" not in as_list(statement["Resource"])
+            assert not any(a.endswith("*") for a in as_list(statement["Action"]))
+
+
+def test_the_kms_mode_role_policy_asks_for_data_keys() -> None:
+    policy = iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, key_mode="kms")
+    assert sids(policy)[2:4] == ["TenantDataKeys", "TenantWrappedKeys"]
+    data = policy["Statement"][2]
+    assert data["Action"] == ["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"] and data["Resource"] == KEY_ARN
+    assert data["Condition"]["StringEquals"] == {
+        "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
+        "kms:EncryptionContext:aws:x-amz-cek-alg": "115",
+    }
+    assert data["Condition"]["ForAllValues:StringEquals"] == {
+        "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:path", "aws:x-amz-cek-alg"]
+    }
+    assert policy["Statement"][3] == iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)["Statement"][2]
+
+
+def test_without_a_key_the_role_policy_has_no_kms_grant() -> None:
+    policy = iam_policy(bucket=BUCKET)
+    assert not {"TenantWrappedKeys", "TenantDataKeys"} & set(sids(policy))
+    assert not any(
+        a.startswith("kms:") for s in policy["Statement"] if s["Effect"] == "Allow" for a in as_list(s["Action"])
+    )
+
+
+def test_other_tags_and_partitions() -> None:
+    policy = iam_policy(bucket=BUCKET, tenant=principal_tag("team/user"), partition="aws-cn")
+    assert policy["Statement"][0]["Resource"] == f"arn:aws-cn:s3:::{BUCKET}/${{aws:PrincipalTag/team/user}}/*"
+    assert policy["Statement"][-1]["Condition"] == {"Null": {"aws:PrincipalTag/team/user": "true"}}
+
+
+def test_the_key_policy_statements() -> None:
+    policy = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE)
+    assert sids(policy) == ["KeyAdministration", "TenantWrappedKeys"]
+    admin, use = policy["Statement"]
+    assert admin["Principal"] == {"AWS": ROOT} and "Condition" not in admin
+    assert not any(a in admin["Action"] for a in ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:*"))
+    assert use["Principal"] == {"AWS": MEMORY_ROLE} and use["Action"] == ["kms:Encrypt", "kms:Decrypt"]
+    assert use["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:tenant"] == PRINCIPAL_TAG_TENANT
+    (role_statement,) = [
+        s for s in iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)["Statement"] if s["Sid"] == use["Sid"]
+    ]
+    assert use == {**role_statement, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"}  # the same condition
+    both = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode="kms")
+    assert sids(both) == ["KeyAdministration", "TenantDataKeys", "TenantWrappedKeys"]
+
+
+def test_the_trust_and_agent_policies() -> None:
+    trust = trust_policy(agent_role_arn=AGENT_ROLE)
+    assert [s["Action"] for s in trust["Statement"]] == ["sts:AssumeRole", "sts:TagSession"]
+    assert all(s["Principal"] == {"AWS": AGENT_ROLE} for s in trust["Statement"])
+    assert trust["Statement"][1]["Condition"] == {
+        "StringLike": {f"aws:RequestTag/{DEFAULT_TAG}": "?*"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": [DEFAULT_TAG]},
+    }
+    assert agent_role_policy(memory_role_arn=MEMORY_ROLE)["Statement"] == [
+        {
+            "Sid": "AssumeMemoryRoleAsTheUser",
+            "Effect": "Allow",
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Resource": MEMORY_ROLE,
+        }
+    ]
+
+
+def test_session_tags_and_the_assume_role_request() -> None:
+    assert session_tags("user-42") == [{"Key": "s3memory-user", "Value": "user-42"}]
+    assert assume_role_request(role_arn=MEMORY_ROLE, user_id="user-42") == {
+        "RoleArn": MEMORY_ROLE,
+        "RoleSessionName": "s3memory-user-42",
+        "DurationSeconds": 900,
+        "Tags": [{"Key": "s3memory-user", "Value": "user-42"}],
+    }
+    long_user = "u" * 128
+    request = assume_role_request(role_arn=MEMORY_ROLE, user_id=long_user)
+    assert re.fullmatch(r"[\w+=,.@-]{2,64}", request["RoleSessionName"])
+    assert request["Tags"][0]["Value"] == long_user  # the tag carries the whole id
+    for bad in ("", "../bob", "a/b", "*", "a b"):
+        with pytest.raises(ConfigurationError):
+            session_tags(bad)
+    with pytest.raises(ConfigurationError):
+        assume_role_request(role_arn=MEMORY_ROLE, user_id="alice", duration_seconds=60)
+    with pytest.raises(ConfigurationError):
+        assume_role_request(role_arn="arn:aws:iam::123456789012:user/alice", user_id="alice")
+
+
+def test_the_lifecycle_rules() -> None:
+    config = lifecycle_configuration()
+    old, markers = config["Rules"]
+    assert old["Filter"] == {"Prefix": ""} and old["Status"] == "Enabled"
+    assert old["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    assert old["Expiration"] == {"ExpiredObjectDeleteMarker": True}
+    assert old["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] >= 1
+    assert markers["Filter"] == {"Tag": {"Key": "s3memory", "Value": "access"}}
+    assert markers["Expiration"] == {"Days": 400}
+    scoped = lifecycle_configuration(prefix="app/", noncurrent_days=7, access_marker_days=90)
+    old, markers = scoped["Rules"]
+    assert old["Filter"] == {"Prefix": "app/"} and old["NoncurrentVersionExpiration"] == {"NoncurrentDays": 7}
+    assert markers["Filter"] == {"And": {"Prefix": "app/", "Tags": [{"Key": "s3memory", "Value": "access"}]}}
+    assert markers["Expiration"] == {"Days": 90}
+
+
+@pytest.mark.parametrize("prefix", ["", "app/"])
+def test_s3_accepts_the_lifecycle_configuration(s3_client: Any, prefix: str) -> None:
+    """botocore validates the shape; moto stores it."""
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    config = lifecycle_configuration(prefix=prefix)
+    s3_client.put_bucket_lifecycle_configuration(Bucket=BUCKET, LifecycleConfiguration=config)
+    stored = s3_client.get_bucket_lifecycle_configuration(Bucket=BUCKET)["Rules"]
+    assert [rule["ID"] for rule in stored] == ["s3memory-old-versions", "s3memory-access-markers"]
+
+
+def test_iam_and_kms_accept_the_documents(aws: None) -> None:
+    """moto's IAM checks policy grammar (Version, Effect, Action and Condition shapes)."""
+    import boto3
+
+    iam = boto3.client("iam", region_name="us-east-1")
+    lambda_trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    agent = iam.create_role(RoleName="s3memory-agent", AssumeRolePolicyDocument=json.dumps(lambda_trust))
+    documents = deployment_documents(
+        bucket=BUCKET, memory_role_arn=MEMORY_ROLE, agent_role_arn=agent["Role"]["Arn"], kms_key_arn=KEY_ARN
+    )
+    iam.create_role(
+        RoleName="s3memory-memory", AssumeRolePolicyDocument=json.dumps(documents["memory-role-trust-policy"])
+    )
+    for name in ("memory-role-policy", "agent-role-policy"):
+        iam.create_policy(PolicyName=name, PolicyDocument=json.dumps(documents[name]))
+    kms = boto3.client("kms", region_name="us-east-1")
+    kms.create_key(Policy=json.dumps(documents["kms-key-policy"]))
+
+
+def test_deployment_documents() -> None:
+    documents = deployment_documents(
+        bucket=BUCKET, memory_role_arn=MEMORY_ROLE, agent_role_arn=AGENT_ROLE, kms_key_arn=KEY_ARN
+    )
+    assert list(documents) == [
+        "memory-role-policy",
+        "memory-role-trust-policy",
+        "agent-role-policy",
+        "kms-key-policy",
+        "bucket-lifecycle",
+    ]
+    assert documents["memory-role-policy"] == iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)
+    assert documents["kms-key-policy"] == kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE)
+    assert documents["memory-role-trust-policy"] == trust_policy(agent_role_arn=AGENT_ROLE)
+    assert documents["bucket-lifecycle"] == lifecycle_configuration()
+    json.dumps(documents)  # JSON-ready
+    local = deployment_documents(bucket=BUCKET, memory_role_arn=MEMORY_ROLE, agent_role_arn=AGENT_ROLE, use_kms=False)
+    assert "kms-key-policy" not in local and "TenantWrappedKeys" not in sids(local["memory-role-policy"])
+    erase = deployment_documents(
+        bucket=BUCKET,
+        memory_role_arn=MEMORY_ROLE,
+        agent_role_arn=AGENT_ROLE,
+        allow_erase=True,
+        tag="tenant",
+        prefix="p/",
+    )
+    assert "EraseTenantVersions" in sids(erase["memory-role-policy"])
+    assert erase["memory-role-policy"]["Statement"][0]["Resource"] == f"{BUCKET_ARN}/p/${{aws:PrincipalTag/tenant}}/*"
+    assert erase["memory-role-trust-policy"]["Statement"][1]["Condition"]["ForAllValues:StringEquals"] == {
+        "aws:TagKeys": ["tenant"]
+    }
+
+
+# --- refusals -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tenant",
+    [
+        "",
+        "../bob",
+        "a/b",
+        "*",
+        "alice*",
+        "ali?e",
+        ".",
+        "-alice",
+        "a" * 129,
+        "${aws:username}",
+        "${aws:PrincipalTag/}",
+        "${aws:PrincipalTag/aws:user}",
+        "${aws:PrincipalTag/a b}",
+        "${aws:PrincipalTag/a}b",
+        "${aws:PrincipalTag/a}/${aws:PrincipalTag/b}",
+        "${aws:PrincipalTag/*}",
+        "$alice",
+        5,
+        None,
+    ],
+)
+def test_bad_tenants_are_refused(tenant: Any) -> None:
+    with pytest.raises(ConfigurationError):
+        iam_policy(bucket=BUCKET, tenant=tenant)
+    with pytest.raises(ConfigurationError):
+        kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, tenant=tenant)
+
+
+@pytest.mark.parametrize("prefix", ["app", "/app/", "app//", "../", "./", "*/", "app/*/", "a b/", None])
+def test_bad_prefixes_are_refused(prefix: Any) -> None:
+    with pytest.raises(ConfigurationError):
+        iam_policy(bucket=BUCKET, prefix=prefix)
+    with pytest.raises(ConfigurationError):
+        lifecycle_configuration(prefix=prefix)
+
+
+@pytest.mark.parametrize("tag", ["", "aws:user", "AWS:user", "a b", "a}", "a*", "ü", "x" * 129, 3])
+def test_bad_tag_names_are_refused(tag: Any) -> None:
+    with pytest.raises(ConfigurationError):
+        principal_tag(tag)
+    with pytest.raises(ConfigurationError):
+        session_tags("alice", tag=tag)
+    with pytest.raises(ConfigurationError):
+        trust_policy(agent_role_arn=AGENT_ROLE, tag=tag)
+    with pytest.raises(ConfigurationError):
+        deployment_documents(bucket=BUCKET, memory_role_arn=MEMORY_ROLE, agent_role_arn=AGENT_ROLE, tag=tag)
+
+
+@pytest.mark.parametrize(
+    "bucket",
+    [
+        "",
+        "ab",
+        "a" * 64,
+        "My-Bucket",
+        "bucket_name",
+        "-bucket",
+        "bucket-",
+        "a..b",
+        "a.-b",
+        "192.168.1.1",
+        "xn--bucket",
+        "bucket-s3alias",
+        "bucket--ol-s3",
+        "bucket/*",
+        "*",
+        "bucket?",
+        None,
+    ],
+)
+def test_bad_bucket_names_are_refused(bucket: Any) -> None:
+    with pytest.raises(ConfigurationError):
+        iam_policy(bucket=bucket)
+
+
+def test_good_bucket_names_are_accepted() -> None:
+    for bucket in ("abc", "my.memory-bucket-1", "a" * 63, "0bucket9"):
+        assert iam_policy(bucket=bucket)["Statement"][1]["Resource"] == f"arn:aws:s3:::{bucket}"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"kms_key_arn": "alias/agent-memory"},
+        {"kms_key_arn": f"arn:aws:kms:us-east-1:{ACCOUNT}:alias/agent-memory"},
+        {"kms_key_arn": "*"},
+        {"kms_key_arn": KEY_ARN, "partition": "aws-cn"},
+        {"key_mode": "both"},
+        {"partition": "gcp"},
+    ],
+)
+def test_bad_iam_options_are_refused(options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        iam_policy(bucket=BUCKET, **options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"account_id": "12345"},
+        {"user_role_arn": "arn:aws:iam::123456789012:role/*"},
+        {"user_role_arn": "*"},
+        {"admin_principal_arn": "arn:aws:iam::999999999999:root"},
+        {"admin_principal_arn": MEMORY_ROLE},
+        {"key_mode": "none"},
+    ],
+)
+def test_bad_key_policy_options_are_refused(options: dict[str, Any]) -> None:
+    arguments: dict[str, Any] = {"account_id": ACCOUNT, "user_role_arn": MEMORY_ROLE, **options}
+    with pytest.raises(ConfigurationError):
+        kms_key_policy(**arguments)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"agent_role_arn": MEMORY_ROLE},
+        {"agent_role_arn": "arn:aws-cn:iam::123456789012:role/agent"},
+        {"memory_role_arn": "arn:aws:iam::123456789012:user/alice"},
+        {"kms_key_arn": KEY_ARN, "use_kms": False},
+        {"noncurrent_days": 0},
+        {"access_marker_days": -1},
+        {"access_marker_days": True},
+        {"noncurrent_days": 1.5},
+    ],
+)
+def test_bad_deployment_options_are_refused(options: dict[str, Any]) -> None:
+    arguments: dict[str, Any] = {
+        "bucket": BUCKET,
+        "memory_role_arn": MEMORY_ROLE,
+        "agent_role_arn": AGENT_ROLE,
+        **options,
+    }
+    with pytest.raises(ConfigurationError):
+        deployment_documents(**arguments)
+
+
+def test_the_module_imports_nothing_heavy() -> None:
+    code = "import sys, s3memory._policy; assert not {'boto3', 'botocore', 'anthropic'} & set(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
