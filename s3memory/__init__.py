@@ -30,10 +30,14 @@ from ._errors import (
     StorageUnavailableError,
     TenantKeyError,
 )
+from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import open_memory
+from ._guard import Detector, SecretGuard, SensitiveDataError
 from ._keys import KeyCache, generate_master_key
+from ._lifecycle import ErasureReport, RotationReport, erase_tenant, rewrap_tenant_key, rotate_tenant_key
 from ._memory import EncryptedMemory, FileEntry, Limits, format_size
 from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant
+from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
 from .stores import InMemoryStore, LocalDirStore, ObjectStore, S3Store
 
 if TYPE_CHECKING:
@@ -45,8 +49,11 @@ __all__ = [
     "AsyncS3MemoryTool",
     "BucketNotFoundError",
     "ConfigurationError",
+    "Detector",
     "EditError",
     "EncryptedMemory",
+    "ErasureReport",
+    "ExpiryReport",
     "FileEntry",
     "ForeignObjectError",
     "InMemoryStore",
@@ -63,20 +70,33 @@ __all__ = [
     "PathExistsError",
     "PathNotFoundError",
     "PreconditionFailedError",
+    "RotationReport",
     "S3MemoryError",
     "S3MemoryTool",
     "S3Store",
+    "SecretGuard",
+    "SensitiveDataError",
     "Settings",
+    "StaleMemory",
     "StorageAccessDeniedError",
     "StorageError",
     "StorageUnavailableError",
     "TenantKeyError",
     "TenantLayout",
+    "assume_role_request",
     "binding_context",
+    "deployment_documents",
+    "erase_tenant",
+    "expire_memories",
     "format_size",
     "generate_master_key",
+    "iam_policy",
+    "kms_key_policy",
+    "lifecycle_configuration",
     "open_memory",
     "parse_path",
+    "rewrap_tenant_key",
+    "rotate_tenant_key",
     "validate_tenant",
 ]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ConfigurationError
-from ._factory import KeyMode, open_memory
+from ._factory import KeyMode, SensitiveDataPolicy, open_memory
 from ._keys import generate_master_key
 from ._memory import EncryptedMemory
 
@@ -35,6 +35,9 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "key_mode": ("S3MEMORY_KEY_MODE", "tenant (one key per user) or kms (one KMS data key per object) [tenant]"),
     "endpoint_url": ("S3MEMORY_ENDPOINT_URL", "S3 and KMS endpoint, e.g. an S3-compatible server"),
     "region": ("S3MEMORY_REGION", "AWS region [boto3's: AWS_REGION, ~/.aws/config]"),
+    "sensitive_data": ("S3MEMORY_SENSITIVE_DATA", "secrets in written text: refuse, redact or allow [refuse]"),
+    "track_access": ("S3MEMORY_TRACK_ACCESS", "record reads for expiry, one PUT per file per day: 1 or 0 [0]"),
+    "encrypt_names": ("S3MEMORY_ENCRYPT_NAMES", "encrypt file names in object keys (AES-SIV): 1 or 0 [0]"),
 }
 
 
@@ -57,6 +60,9 @@ class Settings:
     key_mode: KeyMode = "tenant"
     endpoint_url: str | None = None
     region: str | None = None
+    sensitive_data: SensitiveDataPolicy = "refuse"
+    track_access: bool = False
+    encrypt_names: bool = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -74,6 +80,16 @@ class Settings:
                 values[name] = Path(values[name]).expanduser()
         if values.get("key_mode", "tenant") not in ("tenant", "kms"):
             raise ConfigurationError(f"key mode must be 'tenant' or 'kms', not {values['key_mode']!r}")
+        if values.get("sensitive_data", "refuse") not in ("refuse", "redact", "allow"):
+            raise ConfigurationError(
+                f"sensitive data must be 'refuse', 'redact' or 'allow', not {values['sensitive_data']!r}"
+            )
+        for name in ("track_access", "encrypt_names"):
+            flag = values.get(name, False)
+            if isinstance(flag, str):
+                if flag.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
+                    raise ConfigurationError(f"{ENVIRONMENT[name][0]} must be 1 or 0, not {flag!r}")
+                values[name] = flag.lower() in ("1", "true", "yes")
         return cls(**values)
 
     @property
@@ -110,7 +126,14 @@ class Settings:
             options = {"store": LocalDirStore(self.store_dir or self.data_home / "store")}
         if self.key_mode == "tenant" and "kms_key_id" not in options:
             options["master_key"] = load_or_create_master_key(self.master_key_file or self.data_home / "master.key")
-        return open_memory(user_id=self.user, key_mode=self.key_mode, **options)
+        return open_memory(
+            user_id=self.user,
+            key_mode=self.key_mode,
+            sensitive_data=self.sensitive_data,
+            track_access=self.track_access,
+            encrypt_names=self.encrypt_names,
+            **options,
+        )
 
 
 def load_or_create_master_key(path: Path) -> bytes:

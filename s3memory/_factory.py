@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 from ._errors import ConfigurationError
 from ._keys import KeyCache, Keyring, KmsKeyring, KmsMasterKey, LocalMasterKey, TenantKeyring, process_key_cache
 from ._memory import EncryptedMemory, Limits
+from ._names import NAMES_KEY_OBJECT, NameCipher
 from ._paths import TenantLayout
 from .stores import ObjectStore, S3Store
 
 KeyMode = Literal["tenant", "kms"]
+SensitiveDataPolicy = Literal["refuse", "redact", "allow"]
 TENANT_KEY_OBJECT = "tenant-key"
 
 
@@ -40,6 +44,9 @@ def open_memory(
     key_mode: KeyMode = "tenant",
     limits: Limits | None = None,
     key_cache: KeyCache | None = None,
+    encrypt_names: bool = False,
+    sensitive_data: SensitiveDataPolicy | Callable[[str], str] = "refuse",
+    track_access: bool = False,
 ) -> EncryptedMemory:
     """Build the memory of one user.
 
@@ -53,8 +60,20 @@ def open_memory(
             object's data key (``key_mode="kms"``).
         key_mode: ``"tenant"`` (default; zero KMS calls per command once warm) or ``"kms"``
             (one KMS data key per object; readable by the official S3 Encryption Client).
-        limits: size and path limits.
+        limits: size, path, view and quota limits.
         key_cache: where unwrapped keys are cached; by default one cache per process.
+        encrypt_names: seal every file and directory name in the object keys (AES-SIV under a
+            per-tenant names key, wrapped by the master key or, with ``key_mode="kms"``, by the
+            KMS key), so the bucket's keys show no names; see ``s3memory._names`` for what is
+            still visible and the shorter path limits. Choose it once per user: a memory
+            written with it cannot be read without it, nor the other way round.
+        sensitive_data: what to do with secrets (private keys, AWS keys, API tokens, JWTs,
+            card numbers) in text the model writes: ``"refuse"`` (default; the command fails,
+            naming the kind of secret), ``"redact"`` (replaced by ``[REDACTED: kind]``),
+            ``"allow"``, or any callable taking and returning the text (e.g. a
+            ``SecretGuard`` with your own detectors).
+        track_access: record reads (one PUT per file per day and process, in the read's own
+            round trip) so that ``s3memory.expire_memories`` can find memories nobody reads.
 
     Raises:
         ConfigurationError: for an invalid user id, master key or combination of options.
@@ -67,6 +86,8 @@ def open_memory(
     elif bucket is not None:
         raise ConfigurationError("give either bucket=... or store=..., not both")
     cache = key_cache if key_cache is not None else process_key_cache()
+    if not isinstance(encrypt_names, bool):
+        raise ConfigurationError("encrypt_names must be True or False")
 
     keyring: Keyring
     if key_mode == "tenant":
@@ -88,7 +109,34 @@ def open_memory(
     elif key_mode == "kms":
         if kms_key_id is None or master_key is not None:
             raise ConfigurationError('key_mode="kms" needs kms_key_id=... and no master_key')
-        keyring = KmsKeyring(kms_client=kms_client or default_kms_client(s3_client), key_id=kms_key_id, cache=cache)
+        kms = kms_client or default_kms_client(s3_client)
+        keyring = KmsKeyring(kms_client=kms, key_id=kms_key_id, cache=cache)
+        master = KmsMasterKey(kms, kms_key_id)  # wraps the names key, if names are encrypted
     else:
         raise ConfigurationError(f'key_mode must be "tenant" or "kms", not {key_mode!r}')
-    return EncryptedMemory(store=store, layout=layout, keyring=keyring, limits=limits)
+    if encrypt_names:
+        names = NameCipher(
+            store=store,
+            tenant=layout.tenant,
+            key_object=layout.internal_prefix + NAMES_KEY_OBJECT,
+            files_prefix=layout.memory_prefix,
+            master=master,
+            cache=cache,
+            store_identity=store.identity,
+            # A cold process fetches the tenant key alongside the names key, not after it.
+            prefetch=keyring.prepare if isinstance(keyring, TenantKeyring) else None,
+        )
+        layout = replace(layout, names=names)
+    if isinstance(sensitive_data, str):
+        from ._guard import SecretGuard
+
+        screen: Callable[[str], str] | None = SecretGuard(sensitive_data).apply if sensitive_data != "allow" else None
+    elif callable(sensitive_data):
+        screen = sensitive_data
+    else:
+        raise ConfigurationError('sensitive_data must be "refuse", "redact", "allow" or a callable')
+    if not isinstance(track_access, bool):
+        raise ConfigurationError("track_access must be True or False")
+    return EncryptedMemory(
+        store=store, layout=layout, keyring=keyring, limits=limits, screen_text=screen, track_access=track_access
+    )

@@ -12,7 +12,9 @@ Independent requests of one command are issued concurrently (see ``_parallel``).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import logging
 import random
 import threading
 import time
@@ -34,6 +36,7 @@ from ._errors import (
     PathExistsError,
     PathNotFoundError,
     PreconditionFailedError,
+    S3MemoryError,
     StorageUnavailableError,
     TenantKeyError,
 )
@@ -43,7 +46,10 @@ from .stores import ObjectInfo, ObjectStore
 
 T = TypeVar("T")
 
+log = logging.getLogger("s3memory")
+
 MAX_LINES = 999_999
+ACCESS_MARKERS = "access/"  # under the tenant's internal prefix
 LINE_NUMBER_WIDTH = 6
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
@@ -57,18 +63,35 @@ class Limits:
         max_path_bytes: longest path under ``/memories``, in UTF-8 bytes.
         edit_attempts: how often an edit that lost a race is re-read and re-applied.
         max_workers: concurrent requests one command may issue.
+        max_view_chars: longest ``view`` answer, in characters; a longer file is cut at a
+            line boundary with a notice telling Claude to page with ``view_range``.
+        max_tenant_bytes, max_tenant_files: the user's quota (plaintext bytes, files), or
+            ``None`` for none. Checked before anything is written, from a listing of the
+            user's files made alongside the command's other first requests; concurrent
+            writers can together overshoot it by their own writes.
     """
 
     max_file_bytes: int = 100 * 1024
     max_path_bytes: int = DEFAULT_MAX_PATH_BYTES
     edit_attempts: int = 6
     max_workers: int = 16
+    max_view_chars: int = 16_000
+    max_tenant_bytes: int | None = None
+    max_tenant_files: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_file_bytes", "max_path_bytes", "edit_attempts", "max_workers"):
+        for name in ("max_file_bytes", "max_path_bytes", "edit_attempts", "max_workers", "max_view_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"Limits.{name} must be a positive integer")
+        for name in ("max_tenant_bytes", "max_tenant_files"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigurationError(f"Limits.{name} must be a positive integer or None")
+
+    @property
+    def has_quota(self) -> bool:
+        return self.max_tenant_bytes is not None or self.max_tenant_files is not None
 
 
 def format_size(size: int) -> str:
@@ -137,6 +160,39 @@ def _plaintext_size(info: ObjectInfo) -> int:
     return max(0, info.size - envelope.TAG_BYTES)
 
 
+def access_marker_key(layout: TenantLayout, key: str) -> str:
+    """Where a read of ``key`` is recorded: an empty object whose LastModified is the day
+    of the last read. Named by a hash of the object key, which the bucket already shows."""
+    return f"{layout.internal_prefix}{ACCESS_MARKERS}{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+
+
+class _AccessLog:
+    """Which markers this process already wrote today, so a file costs one PUT a day."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._day = ""
+        self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._max_entries = max_entries
+
+    def first_today(self, store: str, marker: str) -> bool:
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        with self._lock:
+            if today != self._day or len(self._seen) >= self._max_entries:
+                self._day, self._seen = today, set()
+            if (store, marker) in self._seen:
+                return False
+            self._seen.add((store, marker))
+            return True
+
+    def forget(self, store: str, marker: str) -> None:
+        with self._lock:
+            self._seen.discard((store, marker))
+
+
+_ACCESS_NOTED = _AccessLog()
+
+
 def _is_hidden(name: str) -> bool:
     return name.startswith(".") or name == "node_modules"
 
@@ -150,6 +206,11 @@ class EncryptedMemory:
     Not atomic: a recursive ``rename`` or ``delete`` of a directory is many requests. Rename
     copies every file before deleting any source, so a failure part-way leaves each file at
     its old path, its new path, or both; nothing is lost.
+
+    ``screen_text`` sees every text the model asks to write (``file_text``, ``new_str``,
+    ``insert_text``) before anything is written, and returns it (possibly redacted) or
+    raises: the sensitive-data guard. ``track_access`` records, at most once a day per file
+    and process, that a file was read (see ``_expiry``).
     """
 
     def __init__(
@@ -159,11 +220,15 @@ class EncryptedMemory:
         layout: TenantLayout,
         keyring: Keyring,
         limits: Limits | None = None,
+        screen_text: Callable[[str], str] | None = None,
+        track_access: bool = False,
     ) -> None:
         self.store = store
         self.layout = layout
         self.keyring = keyring
         self.limits = limits or Limits()
+        self.screen_text = screen_text
+        self.track_access = track_access
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -189,8 +254,13 @@ class EncryptedMemory:
     def _parse(self, path: object) -> MemoryPath:
         return parse_path(path, max_path_bytes=self.limits.max_path_bytes)
 
+    def _path_name(self, shown: str) -> str:
+        """What binding contexts hash for a path: the path itself, or with encrypted names a
+        keyed tag of it (an unkeyed hash in the metadata would confirm guessed names)."""
+        return shown if self.layout.names is None else self.layout.names.path_tag(shown)
+
     def _binding(self, path: MemoryPath) -> dict[str, str]:
-        return envelope.binding_context(self.layout.tenant, path.display)
+        return envelope.binding_context(self.layout.tenant, self._path_name(path.display))
 
     def _encode(self, text: str, shown_path: str) -> bytes:
         try:
@@ -225,14 +295,19 @@ class EncryptedMemory:
                 "(it was modified, truncated, moved, or not written for this user)."
             ) from None
 
-    def _read_file(self, path: MemoryPath, shown_path: str) -> _File | None:
+    def _read_file(
+        self, path: MemoryPath, shown_path: str, *, alongside: Callable[[], Any] | None = None
+    ) -> _File | None:
+        """Fetch and decrypt a file; ``alongside`` is another request sent in the same round trip."""
         if path.is_root:
             return None
         key = self.layout.key_for(path)
-        if self.keyring.is_warm():
-            stored = self.store.get(key)
-        else:  # a cold process: fetch the tenant key alongside the object, not after it
-            stored, _ = self._parallel(functools.partial(self.store.get, key), self.keyring.prepare)
+        calls: list[Callable[[], Any]] = [functools.partial(self.store.get, key)]
+        if not self.keyring.is_warm():  # a cold process: fetch the tenant key alongside the object
+            calls.append(self.keyring.prepare)
+        if alongside is not None:
+            calls.append(alongside)
+        stored = self._parallel(*calls)[0]
         if stored is None:
             return None
         plaintext, data_key, header = self._decrypt(path, shown_path, stored.body, stored.metadata)
@@ -256,6 +331,49 @@ class EncryptedMemory:
 
     def _head_ancestors(self, path: MemoryPath) -> list[Callable[[], ObjectInfo | None]]:
         return [functools.partial(self.store.head, self.layout.key_for(a)) for a in path.ancestors()]
+
+    def _screen(self, text: str) -> str:
+        return text if self.screen_text is None else self.screen_text(text)
+
+    def _tenant_usage(self) -> tuple[int, int] | None:
+        """(files, plaintext bytes) of the user, if a quota is set (one LIST per 1,000 files)."""
+        if not self.limits.has_quota:
+            return None
+        infos = list(self.store.list(self.layout.memory_prefix))
+        return len(infos), sum(_plaintext_size(info) for info in infos)
+
+    def _check_quota(self, usage: tuple[int, int] | None, shown_path: str, *, files: int, grow: int) -> None:
+        if usage is None:
+            return
+        count, size = usage
+        limit_files, limit_bytes = self.limits.max_tenant_files, self.limits.max_tenant_bytes
+        if files and limit_files is not None and count + files > limit_files:
+            over = f"{count + files:,} files, over its quota of {limit_files:,}"
+        elif grow > 0 and limit_bytes is not None and size + grow > limit_bytes:
+            over = f"{size + grow:,} bytes, over its quota of {limit_bytes:,}"
+        else:
+            return
+        raise LimitExceededError(
+            f"Error: Writing {shown_path} would make this memory hold {over}. Nothing was written; "
+            "delete or condense memories you no longer need first."
+        )
+
+    def _note_access(self, key: str) -> Callable[[], Any] | None:
+        """The request that records a read of ``key`` today, if this process has not yet."""
+        if not self.track_access:
+            return None
+        marker = access_marker_key(self.layout, key)
+        if not _ACCESS_NOTED.first_today(self.store.identity, marker):
+            return None
+
+        def record() -> None:
+            try:
+                self.store.put(marker, b"", {})
+            except S3MemoryError:  # bookkeeping must never fail a read
+                _ACCESS_NOTED.forget(self.store.identity, marker)
+                log.warning("could not record an access to %s", key, exc_info=True)
+
+        return record
 
     # -- dispatch ----------------------------------------------------------------------
     def execute(self, command: object) -> str:
@@ -296,7 +414,7 @@ class EncryptedMemory:
         # is listed first, anything else is fetched as a file first.
         files = self._files_under(parsed) if parsed.is_root or path.endswith("/") else []
         if not files and not parsed.is_root:
-            file = self._read_file(parsed, path)
+            file = self._read_file(parsed, path, alongside=self._note_access(self.layout.key_for(parsed)))
             if file is not None:
                 return self._show_file(path, file.text, view_range)
             if not path.endswith("/"):
@@ -326,9 +444,36 @@ class EncryptedMemory:
                     f"Error: Invalid `view_range` parameter: [{start}, {end}]. It should be [start, end] "
                     f"with 1 <= start <= {len(lines)}, and end >= start or end == -1."
                 )
+            total = len(lines)
             lines = lines[start - 1 : None if end == -1 else end]
             first = start
-        return f"Here's the content of {shown_path} with line numbers:\n" + _number_lines(lines, first)
+        header = f"Here's the content of {shown_path} with line numbers:\n"
+        body = _number_lines(lines, first)
+        if len(header) + len(body) <= self.limits.max_view_chars:
+            return header + body
+        return header + self._truncated_file(lines, first, total if view_range is not None else len(lines))
+
+    def _truncated_file(self, lines: Sequence[str], first: int, total: int) -> str:
+        """As many whole numbered lines as fit, then a notice saying how to page on."""
+        budget = self.limits.max_view_chars - 400  # room for the header and the notice
+        shown: list[str] = []
+        used = 0
+        for number, line in enumerate(lines, start=first):
+            numbered = f"{number:>{LINE_NUMBER_WIDTH}}\t{line}"
+            if used + len(numbered) + 1 > budget:
+                if not shown:  # one line longer than the whole budget: show its beginning
+                    shown.append(numbered[: max(budget, 0)])
+                    note = f"line {number} alone is longer than {self.limits.max_view_chars:,} characters and is cut"
+                    return "\n".join(shown) + f"\n[Output truncated: {note}.]"
+                break
+            shown.append(numbered)
+            used += len(numbered) + 1
+        last = first + len(shown) - 1
+        step = max(len(shown), 1)
+        return "\n".join(shown) + (
+            f"\n[Output truncated at {self.limits.max_view_chars:,} characters: showing lines {first}-{last} "
+            f"of {total}. Call view again with view_range=[{last + 1}, {min(total, last + step)}] to read on.]"
+        )
 
     def _show_directory(self, directory: MemoryPath, files: list[tuple[MemoryPath, ObjectInfo]]) -> str:
         root = _Node()
@@ -356,6 +501,13 @@ class EncryptedMemory:
             f"Here're the files and directories up to 2 levels deep in {shown}, "
             "excluding hidden items and node_modules:"
         )
+        budget, kept, used = self.limits.max_view_chars - len(header) - 200, 0, 0
+        while kept < len(lines) and used + len(lines[kept]) + 1 <= budget:
+            used += len(lines[kept]) + 1
+            kept += 1
+        if kept < len(lines):
+            notice = f"[Listing truncated: {len(lines) - kept} more entries. View a subdirectory to see them.]"
+            lines = [*lines[:kept], notice]
         return header + "\n" + "\n".join(lines)
 
     # -- beyond the tool: what the CLI and MCP server need ---------------------------
@@ -388,17 +540,20 @@ class EncryptedMemory:
             raise InvalidCommandError("Error: `file_text` must be a string.")
         if parsed.is_root:
             raise PathExistsError(f"Error: File {path} already exists")
-        data = self._encode(file_text, path)
+        data = self._encode(self._screen(file_text), path)
         key = self.layout.key_for(parsed)
         binding = self._binding(parsed)
-        # Round trip 1, concurrently: is it a directory? is an ancestor a file? a data key.
-        is_dir, (data_key, wrapped), *ancestor_heads = self._parallel(
+        # Round trip 1, concurrently: is it a directory? is an ancestor a file? a data key;
+        # and the user's usage if a quota is set.
+        is_dir, (data_key, wrapped), usage, *ancestor_heads = self._parallel(
             lambda: self._has_objects_under(parsed),
             lambda: self.keyring.generate(binding),
+            self._tenant_usage,
             *self._head_ancestors(parsed),
         )
         if is_dir:
             raise PathExistsError(f"Error: File {path} already exists")
+        self._check_quota(usage, path, files=1, grow=len(data))
         for ancestor, head in zip(parsed.ancestors(), ancestor_heads, strict=True):
             if head is not None:
                 raise NotADirectoryConflict(
@@ -417,13 +572,23 @@ class EncryptedMemory:
         """Read, apply, write back with If-Match; on a lost race re-read and re-apply."""
         parsed = self._parse(path)
         for attempt in range(self.limits.edit_attempts):
-            file = self._read_file(parsed, path)
+            usage: tuple[int, int] | None = None
+
+            def fetch_usage() -> None:  # in the same round trip as the read
+                nonlocal usage
+                usage = self._tenant_usage()
+
+            quota = fetch_usage if self.limits.max_tenant_bytes is not None else None
+            file = self._read_file(parsed, path, alongside=quota)
             if file is None:
                 raise PathNotFoundError(missing_message)
             new_text, result = apply(file.text)
             data = self._encode(new_text, path)
+            self._check_quota(usage, path, files=0, grow=len(data) - len(file.text.encode()))
             # Same data key, fresh message id: V3 derives a new content key, no KMS call.
-            body, metadata = envelope.seal(data, file.data_key, file.header.wrapped_key)
+            # Mid-rotation, a key read under the retired tenant key is written back under the new one.
+            wrapped = self.keyring.rewrap_if_stale(file.data_key, file.header.wrapped_key, self._binding(parsed))
+            body, metadata = envelope.seal(data, file.data_key, wrapped)
             try:
                 self.store.put(self.layout.key_for(parsed), body, metadata, if_match=file.etag)
                 return result
@@ -439,6 +604,7 @@ class EncryptedMemory:
             raise InvalidCommandError("Error: `old_str` and `new_str` must be strings.")
         if old_str == "":
             raise EditError("Error: `old_str` must not be empty.")
+        new_str = self._screen(new_str)
 
         def apply(content: str) -> tuple[str, str]:
             count = content.count(old_str)
@@ -472,6 +638,7 @@ class EncryptedMemory:
             raise InvalidCommandError("Error: `insert_line` must be an integer.")
         if not isinstance(insert_text, str):
             raise InvalidCommandError("Error: `insert_text` must be a string.")
+        insert_text = self._screen(insert_text)
 
         def apply(content: str) -> tuple[str, str]:
             lines = _split_lines_for_insert(content)
@@ -524,7 +691,7 @@ class EncryptedMemory:
         if new.is_within(old):
             raise InvalidCommandError(f"Error: Cannot move {old_path} into itself ({new_path})")
         old_key, new_key = self.layout.key_for(old), self.layout.key_for(new)
-        intent_name = envelope.binding_context(self.layout.tenant, f"{old.display}\n{new.display}")
+        intent_name = envelope.binding_context(self.layout.tenant, self._path_name(f"{old.display}\n{new.display}"))
         intent_key = f"{self.layout.internal_prefix}intents/rename-{intent_name[envelope.CONTEXT_PATH][:40]}"
         # Round trip 1, concurrently: both sides, the new path's ancestors, and a record of
         # an unfinished earlier attempt at this very rename.
@@ -642,7 +809,10 @@ class EncryptedMemory:
                         f"Error: Cannot rename {old_path} to {new_path}: {target_path.display} would be "
                         "too long. Nothing was changed."
                     )
-            moves.append(_Move(info.key, new_prefix + suffix, source_path, target_path, None))
+            # The layout's key, not new_prefix + suffix: with encrypted names a key's segments
+            # depend on their parent path, so every key below a renamed directory changes.
+            target_key = new_prefix + suffix if target_path is None else self.layout.key_for_unchecked(target_path)
+            moves.append(_Move(info.key, target_key, source_path, target_path, None))
         return moves
 
     def _move_copy(self, move: _Move, target_is_ours: bool) -> tuple[str, str | None]:

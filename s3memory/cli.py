@@ -108,6 +108,9 @@ def _option(name: str, **kwargs: Any) -> Callable[[Callable[..., None]], Callabl
 @_option("key_mode", type=click.Choice(["tenant", "kms"]))
 @_option("endpoint_url")
 @_option("region")
+@_option("sensitive_data", type=click.Choice(["refuse", "redact", "allow"]))
+@_option("track_access", is_flag=True, default=None)
+@_option("encrypt_names", is_flag=True, default=None)
 @click.version_option(package_name="s3memory")
 @click.pass_context
 def cli(ctx: click.Context, /, **options: Any) -> None:
@@ -369,6 +372,132 @@ def info(ctx: click.Context) -> None:
     ):
         table.add_row(label, value)
     _console().print(table)
+
+
+# -- governance ---------------------------------------------------------------------------
+@cli.command()
+@click.option("--days", type=click.FloatRange(min=0), required=True, help="not read or written for this many days")
+@click.option("--delete", is_flag=True, help="delete them (default: only list them for review)")
+@click.pass_context
+def expire(ctx: click.Context, days: float, delete: bool) -> None:
+    """List (or --delete) memories nobody has read or written for --days days.
+
+    Reads count only where the memory is used with access tracking on
+    (S3MEMORY_TRACK_ACCESS=1); otherwise only writes do.
+    """
+    import datetime
+
+    from ._expiry import expire_memories
+
+    with _memory(ctx) as memory:
+        report = expire_memories(memory, older_than_days=days, delete=delete)
+    for stale in report.stale:
+        when = datetime.datetime.fromtimestamp(stale.last_access, datetime.timezone.utc).strftime("%Y-%m-%d")
+        click.echo(f"{when}\t{format_size(stale.size)}\t{stale.path}")
+    for path in report.kept_changed:
+        click.echo(f"{path}: written meanwhile; kept", err=True)
+    verb = f"deleted {len(report.deleted)} of" if delete else "found"
+    click.echo(f"{verb} {len(report.stale)} memory file(s) not accessed for {days:g} day(s)", err=True)
+
+
+@cli.command("rotate-key")
+@click.option(
+    "--retire-after",
+    type=click.FloatRange(min=0),
+    help="seconds before the old key may be dropped [the key cache lifetime, 900]; 0 if no other process runs",
+)
+@click.pass_context
+def rotate_key(ctx: click.Context, retire_after: float | None) -> None:
+    """Rotate the user's tenant key: re-wrap every data key (metadata-only copies), resumably.
+
+    Run it again after --retire-after seconds to drop the old key once nothing uses it.
+    """
+    from ._lifecycle import rotate_tenant_key
+
+    with _memory(ctx) as memory:
+        report = rotate_tenant_key(memory, retire_after=retire_after)
+    click.echo(
+        f"tenant key {report.kid}: {report.rewrapped} file(s) re-wrapped, {report.already_current} already current"
+        + (f", {report.raced} changed meanwhile (run again)" if report.raced else "")
+    )
+    for key in report.unreadable:
+        click.echo(f"{key}: does not unwrap (tampered with, or under a key no longer held)", err=True)
+    if report.complete:
+        click.echo("rotation complete: no retired key left")
+    else:
+        click.echo(f"old key(s) {', '.join(report.retired)} kept for processes that cached them; run again later")
+
+
+@cli.command("erase-user")
+@click.option("--yes", is_flag=True, help="confirm: this destroys the user's memory for good")
+@click.pass_context
+def erase_user(ctx: click.Context, yes: bool) -> None:
+    """Erase the user: destroy their keys (every version) first, then every object.
+
+    After the first step nothing of theirs decrypts, even from old versions or backups.
+    """
+    from ._lifecycle import erase_tenant
+
+    settings: Settings = ctx.obj
+    if not yes:
+        message = f"Error: erasing user {settings.user!r} at {settings.location} cannot be undone; add --yes"
+        click.echo(message, err=True)
+        sys.exit(EXIT_USAGE)
+    with _memory(ctx) as memory:
+        report = erase_tenant(memory)
+    how = "keys destroyed (crypto-shredded)" if report.shredded else "no per-user key to destroy (KMS mode)"
+    click.echo(f"erased {report.tenant}: {how}; {report.versions_deleted} object version(s) deleted")
+
+
+@cli.command()
+@click.option("--memory-role-arn", required=True, help="the role whose sessions are tagged with the user")
+@click.option("--agent-role-arn", required=True, help="the function's own role, which assumes the memory role")
+@click.option("--kms-key-arn", help="the KMS key (also named in the role policy)")
+@click.option("--no-kms", is_flag=True, help="a local master key: no KMS documents")
+@click.option("--admin-arn", help="who administers the KMS key [the account root]")
+@click.option("--tag", default="s3memory-user", show_default=True, help="the session tag naming the user")
+@click.option("--allow-erase", is_flag=True, help="also allow deleting object versions (for erase-user)")
+@click.option("--noncurrent-days", default=30, show_default=True, type=click.IntRange(1), help="keep old versions")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="write one JSON file per document")
+@click.pass_context
+def policy(ctx: click.Context, /, **options: Any) -> None:
+    """Print the IAM, KMS and lifecycle documents that make AWS enforce tenant isolation.
+
+    Uses --bucket, --prefix and --key-mode. Each user's session may touch only
+    {prefix}${aws:PrincipalTag/s3memory-user}/* and use the KMS key only under its own
+    encryption context. See SECURITY.md, "Deployment".
+    """
+    import json
+
+    from ._policy import deployment_documents
+
+    settings: Settings = ctx.obj
+    out: Path | None = options.pop("out")
+    try:
+        if not settings.bucket:
+            raise ConfigurationError("give the bucket: --bucket or S3MEMORY_BUCKET")
+        documents = deployment_documents(
+            bucket=settings.bucket,
+            prefix=settings.prefix,
+            key_mode=settings.key_mode,
+            memory_role_arn=options["memory_role_arn"],
+            agent_role_arn=options["agent_role_arn"],
+            kms_key_arn=options["kms_key_arn"],
+            use_kms=not options["no_kms"],
+            admin_principal_arn=options["admin_arn"],
+            tag=options["tag"],
+            allow_erase=options["allow_erase"],
+            noncurrent_days=options["noncurrent_days"],
+        )
+    except S3MemoryError as error:
+        _fail(error)
+    if out is None:
+        click.echo(json.dumps(documents, indent=2))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for name, document in documents.items():
+        (out / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
+        click.echo(out / f"{name}.json")
 
 
 # -- programs -----------------------------------------------------------------------------

@@ -24,6 +24,9 @@ ENV_NAMES = (
     "S3MEMORY_KEY_MODE",
     "S3MEMORY_ENDPOINT_URL",
     "S3MEMORY_REGION",
+    "S3MEMORY_SENSITIVE_DATA",
+    "S3MEMORY_TRACK_ACCESS",
+    "S3MEMORY_ENCRYPT_NAMES",
 )
 
 
@@ -268,3 +271,57 @@ def test_demo_runs_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     raw, decrypted = out.split("--- decrypted by s3memory for user 'ada' ---")
     assert "x-amz-meta-x-amz-c: 115" in raw and "green tea" not in raw.split("=== what the bucket holds ===")[1]
     assert "     4\t- lives in: Lisbon" in decrypted
+
+
+def test_governance_commands(home: Path, tmp_path: Path) -> None:
+    run("create", "/memories/a.md", "alpha\n")
+    expired = run("expire", "--days", "0")
+    assert expired.exit_code == 0 and expired.stdout.rstrip().endswith("\t6B\t/memories/a.md")
+    assert "found 1 memory file(s) not accessed for 0 day(s)" in expired.stderr
+    assert run("expire", "--days", "30").stdout == ""  # just written: fresh
+    rotated = run("rotate-key", "--retire-after", "0")
+    assert rotated.exit_code == 0, rotated.output
+    assert "1 file(s) re-wrapped" in rotated.stdout and "rotation complete" in rotated.stdout
+    assert run("cat", "/memories/a.md").stdout == "alpha\n"
+    refused = run("erase-user")
+    assert refused.exit_code == EXIT_USAGE and "cannot be undone; add --yes" in refused.stderr
+    assert run("cat", "/memories/a.md").exit_code == 0
+    erased = run("erase-user", "--yes")
+    assert erased.exit_code == 0 and "keys destroyed (crypto-shredded)" in erased.stdout
+    assert not [p for p in (home / "store").rglob("*") if p.is_file() and p.name != ".lock"]
+    assert run("cat", "/memories/a.md").exit_code == EXIT_REFUSED
+
+
+def test_sensitive_data_and_encrypted_names_flags(home: Path) -> None:
+    key = "AKIA" + "IOSFODNN7EXAMPLE"
+    refused = run("create", "/memories/k.md", f"key {key}")
+    assert refused.exit_code == EXIT_REFUSED and "AWS access key" in refused.stderr and key not in refused.output
+    assert run("--sensitive-data", "redact", "create", "/memories/k.md", f"key {key}").exit_code == 0
+    assert run("cat", "/memories/k.md").stdout == "key [REDACTED: AWS access key]"
+    assert run("--user", "nina", "--encrypt-names", "create", "/memories/secret-plan.md", "x").exit_code == 0
+    assert not any("secret-plan" in str(p) for p in (home / "store").rglob("*"))
+    assert run("--user", "nina", "--encrypt-names", "cat", "/memories/secret-plan.md").stdout == "x"
+
+
+def test_policy_prints_the_deployment_documents(home: Path, tmp_path: Path) -> None:
+    import json
+
+    roles = ["--memory-role-arn", "arn:aws:iam::123456789012:role/memory", "--agent-role-arn"]
+    roles.append("arn:aws:iam::123456789012:role/agent")
+    printed = run("--bucket", "my-bucket", "--prefix", "app/", "policy", *roles)
+    assert printed.exit_code == 0, printed.output
+    documents = json.loads(printed.stdout)
+    assert set(documents) == {
+        "memory-role-policy",
+        "memory-role-trust-policy",
+        "agent-role-policy",
+        "kms-key-policy",
+        "bucket-lifecycle",
+    }
+    assert "arn:aws:s3:::my-bucket/app/${aws:PrincipalTag/s3memory-user}/*" in printed.stdout
+    written = run("--bucket", "my-bucket", "policy", *roles, "--no-kms", "--out", str(tmp_path / "p"))
+    assert written.exit_code == 0 and "kms-key-policy" not in written.stdout
+    assert json.loads((tmp_path / "p" / "memory-role-policy.json").read_text())["Version"] == "2012-10-17"
+    assert run("policy", *roles).exit_code == EXIT_CONFIGURATION  # no bucket
+    bad = run("--bucket", "my-bucket", "policy", "--memory-role-arn", "nope", "--agent-role-arn", "nope2")
+    assert bad.exit_code == EXIT_CONFIGURATION and bad.stderr.startswith("Error")

@@ -1,0 +1,90 @@
+"""Expiry: find, and optionally delete, memories nobody has read or written for N days.
+
+A write is visible in the object's own LastModified. A read is not, so with
+``track_access=True`` the memory records it: the first read of a file per day and process
+also PUTs an empty marker object, ``{tenant}/.s3memory/access/{sha256(key)[:32]}``, in the
+same round trip as the read (one extra request per file per day, no extra latency). A
+file's last access is the later of its LastModified and its marker's.
+
+``expire_memories`` costs one LIST per 1,000 files and one per 1,000 markers, plus one
+``DeleteObjects`` per 1,000 deletions. Deletions are conditional on the ETag listed, so a
+file written meanwhile is kept.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ._errors import ConfigurationError, PreconditionFailedError
+from ._memory import ACCESS_MARKERS, EncryptedMemory, _plaintext_size, access_marker_key
+
+SECONDS_PER_DAY = 86_400
+
+
+@dataclass(frozen=True, order=True)
+class StaleMemory:
+    """A file not read or written since ``last_access`` (seconds since the epoch)."""
+
+    path: str
+    size: int
+    last_access: float
+
+
+@dataclass
+class ExpiryReport:
+    stale: list[StaleMemory] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    kept_changed: list[str] = field(default_factory=list)  # written after the listing: kept
+    markers_removed: int = 0
+
+
+def expire_memories(
+    memory: EncryptedMemory, *, older_than_days: float, delete: bool = False, now: float | None = None
+) -> ExpiryReport:
+    """The user's files not accessed for ``older_than_days``; deleted if ``delete``.
+
+    Without ``track_access`` on the writers' and readers' side, "accessed" means written.
+    """
+    if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) or older_than_days < 0:
+        raise ConfigurationError("older_than_days must be a non-negative number")
+    cutoff = (time.time() if now is None else now) - older_than_days * SECONDS_PER_DAY
+    layout, store = memory.layout, memory.store
+    markers_prefix = layout.internal_prefix + ACCESS_MARKERS
+    files, markers = memory._parallel(
+        lambda: list(store.list(layout.memory_prefix)),
+        lambda: {info.key: info for info in store.list(markers_prefix)},
+    )
+    report = ExpiryReport()
+    etags: dict[str, str] = {}  # object key -> ETag listed
+    keys: dict[str, str] = {}  # path -> object key
+    live_markers: set[str] = set()
+    for info in files:
+        path = layout.path_for_key(info.key)
+        marker = access_marker_key(layout, info.key)
+        live_markers.add(marker)
+        read = markers[marker].last_modified if marker in markers else 0.0
+        last_access = max(info.last_modified, read)
+        if path is None or last_access >= cutoff:
+            continue
+        report.stale.append(StaleMemory(path.display, _plaintext_size(info), last_access))
+        etags[info.key] = info.etag
+        keys[path.display] = info.key
+    report.stale.sort()
+    if not delete:
+        return report
+    doomed_markers = [access_marker_key(layout, key) for key in etags]
+    orphans = [key for key in markers if key not in live_markers]  # files renamed or deleted since
+    kept: set[str] = set()
+    try:
+        store.delete(list(etags), if_match=etags)
+    except PreconditionFailedError:  # some were written meanwhile, and kept: which?
+        kept = {info.key for info in store.list(layout.memory_prefix)} & etags.keys()
+    for stale in report.stale:
+        (report.kept_changed if keys[stale.path] in kept else report.deleted).append(stale.path)
+    gone_markers = [m for m in doomed_markers if m in markers] + orphans
+    if gone_markers:
+        store.delete(gone_markers)
+    report.markers_removed = len(gone_markers)
+    report.deleted.sort()
+    return report
