@@ -92,6 +92,8 @@ S3_OPERATIONS = {
     ids=["denied", "throttled", "network"],
 )
 def test_s3_store_never_leaks_botocore_errors(s3_client: Any, operation: str, exc: BaseException) -> None:
+    # "k" exists: a 403 on reading a missing key means "missing" (see test_stores), not a refusal
+    s3_client.put_object(Bucket=BUCKET, Key="k", Body=b"x")
     _failing(s3_client, operation, exc)
     with pytest.raises(S3MemoryError) as info:
         S3_OPERATIONS[operation](S3Store(BUCKET, s3_client))

@@ -76,11 +76,14 @@ def official_write(official: Any, path: str, text: str, context: dict[str, str] 
 
 
 def view_text(memory: EncryptedMemory, path: str) -> str:
-    """The file's text, reassembled from view's numbered lines."""
+    """The file's text as ``view`` shows it (the first page) and as ``read_text`` returns it."""
     shown = memory.view(path)
     header, _, numbered = shown.partition("\n")
     assert header == f"Here's the content of {path} with line numbers:"
-    return "\n".join(line.split("\t", 1)[1] for line in numbered.split("\n"))
+    text = memory.read_text(path)
+    first_page = [line.split("\t", 1)[1] for line in numbered.split("\n") if not line.startswith("[Output truncated")]
+    assert text.split("\n")[: len(first_page)] == first_page
+    return text
 
 
 # --- ours -> theirs -------------------------------------------------------------------

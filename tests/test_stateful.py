@@ -87,6 +87,7 @@ from s3memory import (
     PathNotFoundError,
     S3MemoryError,
     StorageUnavailableError,
+    binding_context,
     format_size,
     open_memory,
 )
@@ -517,15 +518,20 @@ class FaultMachine(RuleBasedStateMachine):
             return model_rename(self.files, intents, *args, recorded=self.recorded)
         return function(self.files, intents, *args)
 
-    def observe(self) -> tuple[Files, int]:
-        """Every file, read back through ``view``, and the number of rename intents."""
+    def intent_key(self, pair: Pair) -> str:
+        """Where the rename ``pair`` keeps its intent record (named by a hash of both paths)."""
+        name = binding_context(self.memory.layout.tenant, f"{display(pair[0])}\n{display(pair[1])}")
+        return f"{self.memory.layout.internal_prefix}intents/rename-{name['s3memory:path'][:40]}"
+
+    def observe(self) -> tuple[Files, set[str]]:
+        """Every file, read back through ``view``, and the keys of the rename intent records."""
         layout = self.memory.layout
         files: Files = {}
-        intents = 0
+        intents: set[str] = set()
         with self.store.paused():
             for info in self.store.inner.list(layout.tenant_prefix):
                 if info.key.startswith(layout.internal_prefix + "intents/rename-"):
-                    intents += 1
+                    intents.add(info.key)
                     continue
                 if info.key == layout.internal_prefix + "tenant-key":
                     continue
@@ -566,13 +572,10 @@ class FaultMachine(RuleBasedStateMachine):
                     if command == "rename":
                         pair = (args[0], args[1])
                         options |= {intents | {pair}, intents - {pair}}
-                        # If this attempt wrote the record, it lists the sources as they were.
-                        old = args[0]
-                        texts = {self.files[p] for p in ([old] if old in self.files else []) + under(self.files, old)}
-                        self.recorded[pair] = self.recorded.get(pair, frozenset()) | texts
                     else:
                         options.add(intents)
-        narrowed = {o for o in options if len(o) == intent_records}
+        # Which records exist is observable (each is named by its pair): narrow on them exactly.
+        narrowed = {o for o in options if {self.intent_key(p) for p in o} == intent_records}
         assert narrowed, (
             f"{command}{args!r} answered {result!r} / {error!r} (fault fired: {fired}); "
             f"before: {self.files!r}, intents {self.intent_options!r}; "
@@ -586,6 +589,19 @@ class FaultMachine(RuleBasedStateMachine):
                 STATS["rename succeeded without a source"] += 1
         if any(p in observed for q in observed for p in ancestors(q)):
             STATS["file and directory of one name"] += 1
+        if command == "rename":
+            # A record is written once, by the attempt that finds none, listing the sources as
+            # they were then; it is gone when the rename finishes or is refused for good.
+            pair = (args[0], args[1])
+            existed = {pair in o for o in self.intent_options}
+            if self.intent_key(pair) not in intent_records:
+                self.recorded.pop(pair, None)
+            elif existed != {True}:  # this attempt may have written it (surely, if it did not exist)
+                old = args[0]
+                sources = ([old] if old in self.files else []) + under(self.files, old)
+                written = frozenset(self.files[p] for p in sources)
+                earlier = self.recorded.get(pair, frozenset()) if True in existed else frozenset()
+                self.recorded[pair] = earlier | written
         self.files, self.intent_options = observed, narrowed
 
     # -- rules ---------------------------------------------------------------------------
