@@ -231,9 +231,11 @@ class _CountingStore(ObjectStore):
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         self._count("PUT")
-        return self.inner.put(key, body, metadata, if_none_match=if_none_match, if_match=if_match)
+        extra = {"tags": tags} if tags else {}  # wrapped stores may predate tags
+        return self.inner.put(key, body, metadata, if_none_match=if_none_match, if_match=if_match, **extra)
 
     def copy(
         self,

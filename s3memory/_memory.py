@@ -50,6 +50,7 @@ log = logging.getLogger("s3memory")
 
 MAX_LINES = 999_999
 ACCESS_MARKERS = "access/"  # under the tenant's internal prefix
+ACCESS_MARKER_TAGS = {"s3memory": "access"}  # a bucket lifecycle rule expires markers by this tag
 LINE_NUMBER_WIDTH = 6
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
@@ -368,7 +369,7 @@ class EncryptedMemory:
 
         def record() -> None:
             try:
-                self.store.put(marker, b"", {})
+                self.store.put(marker, b"", {}, tags=ACCESS_MARKER_TAGS)
             except S3MemoryError:  # bookkeeping must never fail a read
                 _ACCESS_NOTED.forget(self.store.identity, marker)
                 log.warning("could not record an access to %s", key, exc_info=True)

@@ -44,6 +44,7 @@ from typing import Any
 from ._envelope import CONTEXT_PATH, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY, SUITE_ID
 from ._errors import ConfigurationError
 from ._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from ._memory import ACCESS_MARKER_TAGS
 from ._names import NAMES_KEY_PURPOSE
 from ._paths import validate_prefix, validate_tenant
 
@@ -52,7 +53,8 @@ DEFAULT_TAG = "s3memory-user"
 """The session tag (and principal tag) that names the user."""
 PRINCIPAL_TAG_TENANT = "${aws:PrincipalTag/" + DEFAULT_TAG + "}"
 TENANT_KEY_PURPOSE = "tenant-key"  # the s3memory:purpose of a wrapped tenant key (_keys.TenantKeyring)
-ACCESS_MARKER_TAG = {"Key": "s3memory", "Value": "access"}
+((_MARKER_TAG_KEY, _MARKER_TAG_VALUE),) = ACCESS_MARKER_TAGS.items()
+ACCESS_MARKER_TAG = {"Key": _MARKER_TAG_KEY, "Value": _MARKER_TAG_VALUE}
 """The object tag of access markers (``{user}/.s3memory/access/...``), expired by lifecycle."""
 KEY_MODES = ("tenant", "kms")
 SESSION_SECONDS = 900  # the shortest session STS grants

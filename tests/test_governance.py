@@ -325,3 +325,32 @@ def test_the_model_gets_a_tool_error_naming_the_kind(s3memory_tool: Any) -> None
     with pytest.raises(ToolError) as refused:
         s3memory_tool.call({"command": "create", "path": "/memories/k.md", "file_text": f"my key is {AWS_KEY}"})
     assert "AWS access key" in str(refused.value) and AWS_KEY not in str(refused.value)
+
+
+def test_access_markers_are_tagged_for_the_lifecycle_rule(s3_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bucket lifecycle rule `s3memory policy` emits expires markers by their tag."""
+    from conftest import BUCKET
+
+    from s3memory import lifecycle_configuration, open_memory
+    from s3memory._memory import _AccessLog
+
+    monkeypatch.setattr("s3memory._memory._ACCESS_NOTED", _AccessLog())
+    from conftest import MASTER_KEY
+
+    from s3memory import KeyCache
+
+    memory = open_memory(
+        user_id="ada",
+        bucket=BUCKET,
+        s3_client=s3_client,
+        master_key=MASTER_KEY,
+        key_cache=KeyCache(),
+        track_access=True,
+    )
+    memory.create("/memories/a.md", "a")
+    memory.view("/memories/a.md")
+    (marker,) = [o["Key"] for o in s3_client.list_objects_v2(Bucket=BUCKET, Prefix="ada/.s3memory/access/")["Contents"]]
+    tags = {t["Key"]: t["Value"] for t in s3_client.get_object_tagging(Bucket=BUCKET, Key=marker)["TagSet"]}
+    rules = lifecycle_configuration()["Rules"]
+    tagged = [rule for rule in rules if "Tag" in rule.get("Filter", {})]
+    assert len(tagged) == 1 and tags == {tagged[0]["Filter"]["Tag"]["Key"]: tagged[0]["Filter"]["Tag"]["Value"]}

@@ -58,12 +58,14 @@ class ObjectStore(ABC):
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """Write the object; return its ETag.
 
         ``if_none_match=True`` writes only if no object exists (``If-None-Match: *``);
         ``if_match=etag`` only if the current ETag is ``etag``. Otherwise
-        ``PreconditionFailedError``, and nothing is written.
+        ``PreconditionFailedError``, and nothing is written. ``tags`` are object tags, for
+        lifecycle rules (stores without tags ignore them).
         """
 
     @abstractmethod

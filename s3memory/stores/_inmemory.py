@@ -39,6 +39,7 @@ class InMemoryStore(ObjectStore):
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         with self._lock:
             current = self._objects.get(key)

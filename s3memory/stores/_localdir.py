@@ -134,6 +134,7 @@ class LocalDirStore(ObjectStore):
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         path = self._file(key)
         with self._locked():

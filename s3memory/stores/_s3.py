@@ -99,6 +99,7 @@ class S3Store(ObjectStore):
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         kwargs: dict[str, Any] = {"Key": key, "Body": body, "Metadata": dict(metadata)}
         if if_none_match:
@@ -106,6 +107,10 @@ class S3Store(ObjectStore):
         if if_match is not None:
             # Unquoted: S3 and moto accept either form, Ceph radosgw only the bare ETag.
             kwargs["IfMatch"] = if_match.strip('"')
+        if tags:
+            from urllib.parse import urlencode
+
+            kwargs["Tagging"] = urlencode(dict(tags))
         try:
             return str(self._call("put_object", **kwargs)["ETag"])
         except StorageError as exc:
