@@ -76,7 +76,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -101,7 +101,7 @@ from ._keys import (
     key_document_context,
 )
 from ._paths import TenantLayout
-from .stores import ObjectInfo, ObjectStore, StoredObject
+from .stores import DelegatingStore, ObjectStore
 
 if TYPE_CHECKING:
     from ._memory import EncryptedMemory
@@ -198,12 +198,12 @@ def _pages(count: int) -> int:
     return max(1, math.ceil(count / _PAGE))
 
 
-class _CountingStore(ObjectStore):
+class _CountingStore(DelegatingStore):
     """Delegates to a store, counting the requests each call makes (approximately for
     ``purge``: one listing and one batch delete per 1,000 versions)."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -211,60 +211,20 @@ class _CountingStore(ObjectStore):
         with self._lock:
             self.counts[kind] += n
 
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    def get(self, key: str) -> StoredObject | None:
-        self._count("GET")
-        return self.inner.get(key)
-
-    def head(self, key: str) -> ObjectInfo | None:
-        self._count("HEAD")
-        return self.inner.head(key)
-
-    def put(
-        self,
-        key: str,
-        body: bytes,
-        metadata: Mapping[str, str],
-        *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> str:
-        self._count("PUT")
-        extra = {"tags": tags} if tags else {}  # wrapped stores may predate tags
-        return self.inner.put(key, body, metadata, if_none_match=if_none_match, if_match=if_match, **extra)
-
-    def copy(
-        self,
-        source: str,
-        destination: str,
-        *,
-        metadata: Mapping[str, str],
-        if_match: str | None = None,
-        if_none_match: bool = False,
-    ) -> str:
-        self._count("COPY")
-        return self.inner.copy(source, destination, metadata=metadata, if_match=if_match, if_none_match=if_none_match)
-
-    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
-        self._count("LIST")
-        for n, info in enumerate(self.inner.list(prefix, limit=limit), start=1):
-            if n > 1 and n % _PAGE == 1:
-                self._count("LIST")
-            yield info
+    def _call(self, verb: str, perform: Callable[[], Any]) -> Any:
+        if verb in ("get", "head", "put", "copy"):
+            self._count(verb.upper())
+        result = perform()
+        if verb == "list":
+            self._count("LIST", _pages(len(result)))
+        elif verb == "purge":
+            self._count("LIST-VERSIONS", _pages(result))
+            self._count("DELETE-MANY", math.ceil(result / _PAGE))
+        return result
 
     def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
         self._count("DELETE-MANY", math.ceil(len(keys) / _PAGE))
-        self.inner.delete(keys, if_match=if_match)
-
-    def purge(self, prefix: str, *, suffix: str = "") -> int:
-        removed = self.inner.purge(prefix, suffix=suffix)
-        self._count("LIST-VERSIONS", _pages(removed))
-        self._count("DELETE-MANY", math.ceil(removed / _PAGE))
-        return removed
+        super().delete(keys, if_match=if_match)
 
 
 def _tenant_keyring(memory: EncryptedMemory, doing: str) -> TenantKeyring:

@@ -10,7 +10,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -30,7 +30,7 @@ from s3memory import (
 )
 from s3memory._keys import KmsMasterKey, TenantKeys
 from s3memory._lifecycle import erase_tenant, rewrap_tenant_key, rotate_tenant_key
-from s3memory.stores import ObjectInfo, ObjectStore, S3Store, StoredObject
+from s3memory.stores import DelegatingStore, ObjectStore, S3Store, StoredObject
 
 T = TypeVar("T")
 MakeMemory = Callable[..., EncryptedMemory]
@@ -111,20 +111,16 @@ def supports_encrypted_names() -> bool:
     return "encrypt_names" in inspect.signature(open_memory).parameters
 
 
-class Faulty(ObjectStore):
+class Faulty(DelegatingStore):
     """Delegates to ``inner``; once armed, the k-th call of one method fails, either before it
     is made (``"before"``) or after it took effect, its answer lost (``"after"``)."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.calls: Counter[str] = Counter()
         self.fired = 0
         self._armed: tuple[str, int, str] | None = None
         self._lock = threading.Lock()
-
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
 
     def arm(self, method: str, k: int, mode: str = "before") -> None:
         with self._lock:
@@ -151,50 +147,6 @@ class Faulty(ObjectStore):
         if mode == "after":
             raise StorageUnavailableError("Error: injected fault")
         return result
-
-    def get(self, key: str) -> StoredObject | None:
-        return self._call("get", lambda: self.inner.get(key))
-
-    def head(self, key: str) -> ObjectInfo | None:
-        return self._call("head", lambda: self.inner.head(key))
-
-    def put(
-        self,
-        key: str,
-        body: bytes,
-        metadata: Mapping[str, str],
-        *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
-    ) -> str:
-        return self._call(
-            "put", lambda: self.inner.put(key, body, metadata, if_none_match=if_none_match, if_match=if_match)
-        )
-
-    def copy(
-        self,
-        source: str,
-        destination: str,
-        *,
-        metadata: Mapping[str, str],
-        if_match: str | None = None,
-        if_none_match: bool = False,
-    ) -> str:
-        return self._call(
-            "copy",
-            lambda: self.inner.copy(
-                source, destination, metadata=metadata, if_match=if_match, if_none_match=if_none_match
-            ),
-        )
-
-    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
-        yield from self._call("list", lambda: list(self.inner.list(prefix, limit=limit)))
-
-    def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
-        self._call("delete", lambda: self.inner.delete(keys, if_match=if_match))
-
-    def purge(self, prefix: str, *, suffix: str = "") -> int:
-        return self._call("purge", lambda: self.inner.purge(prefix, suffix=suffix))
 
 
 class BeforeCopy(Faulty):

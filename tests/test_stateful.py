@@ -91,7 +91,7 @@ from s3memory import (
     format_size,
     open_memory,
 )
-from s3memory.stores import ObjectInfo, ObjectStore, StoredObject
+from s3memory.stores import DelegatingStore, ObjectStore
 
 T = TypeVar("T")
 
@@ -124,7 +124,7 @@ def display(relative: str) -> str:
 # --- the faulty store -----------------------------------------------------------------
 
 
-class FaultyStore(ObjectStore):
+class FaultyStore(DelegatingStore):
     """Delegates to ``inner``; when armed, the n-th upcoming call fails (of any method, or
     only of the method ``only`` names, for the deterministic regression tests).
 
@@ -134,7 +134,7 @@ class FaultyStore(ObjectStore):
     """
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._lock = threading.Lock()
         self._countdown = 0  # 0: disarmed
         self._mode = "before"
@@ -179,48 +179,6 @@ class FaultyStore(ObjectStore):
         if mode == "after":
             raise StorageUnavailableError(FAULT_MESSAGE)
         return result
-
-    def get(self, key: str) -> StoredObject | None:
-        return self._call("get", lambda: self.inner.get(key))
-
-    def head(self, key: str) -> ObjectInfo | None:
-        return self._call("head", lambda: self.inner.head(key))
-
-    def put(
-        self,
-        key: str,
-        body: bytes,
-        metadata: Mapping[str, str],
-        *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
-    ) -> str:
-        return self._call(
-            "put", lambda: self.inner.put(key, body, metadata, if_none_match=if_none_match, if_match=if_match)
-        )
-
-    def copy(
-        self,
-        source: str,
-        destination: str,
-        *,
-        metadata: Mapping[str, str],
-        if_match: str | None = None,
-        if_none_match: bool = False,
-    ) -> str:
-        return self._call(
-            "copy",
-            lambda: self.inner.copy(
-                source, destination, metadata=metadata, if_match=if_match, if_none_match=if_none_match
-            ),
-        )
-
-    def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
-        # A generator, like S3Store.list: nothing happens until the first next().
-        yield from self._call("list", lambda: list(self.inner.list(prefix, limit=limit)))
-
-    def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
-        self._call("delete", lambda: self.inner.delete(keys, if_match=if_match))
 
 
 # --- the model ------------------------------------------------------------------------
