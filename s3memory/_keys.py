@@ -259,6 +259,47 @@ def key_document_context(tenant: str, purpose: str, key_id: str) -> dict[str, st
     return {CONTEXT_TENANT: tenant, CONTEXT_PURPOSE: purpose, CONTEXT_KEY_ID: key_id}
 
 
+# What a malformed key document can raise while it is parsed (JSON, base64, numbers, nesting).
+KEY_DOCUMENT_ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError, binascii.Error)
+
+
+def parse_key_document(body: bytes, *, version: int, what: str) -> tuple[dict[str, Any], str, str, bytes]:
+    """A stored key document ``{"v", "kid", "wrapper", "wrapped", ...}``: (the whole
+    document, key id, wrapper kind, wrapped key). TenantKeyError if it is malformed."""
+    corrupt = f"Error: The {what} of this memory failed its integrity check."
+    try:
+        document = json.loads(body)
+        found, key_id, kind = document["v"], document["kid"], document["wrapper"]
+        wrapped = base64.b64decode(document["wrapped"], validate=True)
+    except KEY_DOCUMENT_ERRORS:
+        raise TenantKeyError(corrupt) from None
+    if found != version or not isinstance(key_id, str) or not isinstance(kind, str):
+        raise TenantKeyError(corrupt)
+    return document, key_id, kind, wrapped
+
+
+def unwrap_key_document_key(
+    master: MasterKey, kind: str, wrapped: bytes, context: dict[str, str], *, size: int, what: str
+) -> bytes:
+    """The key a document holds, unwrapped by ``master`` (which must be of the document's
+    ``kind``). ConfigurationError for the wrong kind of master key, TenantKeyError otherwise."""
+    if kind != master.kind:
+        raise ConfigurationError(
+            f"Error: This memory's {what} is wrapped by a {kind!r} master key, "
+            f"but the tool was configured with a {master.kind!r} one."
+        )
+    try:
+        key = master.unwrap(wrapped, context)
+    except IntegrityError:
+        raise TenantKeyError(
+            f"Error: The {what} of this memory could not be unwrapped: wrong master key, "
+            "or the key object was tampered with."
+        ) from None
+    if len(key) != size:
+        raise TenantKeyError(f"Error: The {what} of this memory failed its integrity check.")
+    return key
+
+
 @dataclass(frozen=True)
 class RetiredKey:
     """A former tenant key, kept (wrapped) in the document while objects may still use it."""
@@ -456,30 +497,22 @@ class TenantKeyring(Keyring):
     def open_document(self, stored: StoredObject) -> TenantKeys:
         """Parse a stored tenant key document and unwrap its current key (retired keys are
         unwrapped when first needed). TenantKeyError if it is malformed or does not unwrap."""
+        document, key_id, kind, wrapped = parse_key_document(
+            stored.body, version=TENANT_KEY_FORMAT_VERSION, what="tenant key"
+        )
         try:
-            document = json.loads(stored.body)
-            version = document["v"]
-            key_id, kind = document["kid"], document["wrapper"]
-            wrapped = base64.b64decode(document["wrapped"], validate=True)
             listed = document.get("retired", [])
             if not isinstance(listed, list) or len(listed) > MAX_RETIRED_KEYS:
                 raise ValueError("retired keys")
             retired = [self._retired_entry(item) for item in listed]
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError, binascii.Error):
+        except KEY_DOCUMENT_ERRORS:
             raise TenantKeyError(_CORRUPT_TENANT_KEY) from None
-        if version != TENANT_KEY_FORMAT_VERSION or not isinstance(key_id, str):
-            raise TenantKeyError(_CORRUPT_TENANT_KEY)
         kids = [key_id, *(r.kid for r in retired)]
         if len(set(kids)) != len(kids):
             raise TenantKeyError(_CORRUPT_TENANT_KEY)
-        if kind != self._master.kind:
-            raise ConfigurationError(
-                f"Error: This memory's tenant key is wrapped by a {kind!r} master key, "
-                f"but the tool was configured with a {self._master.kind!r} one."
-            )
         return TenantKeys(
             kid=key_id,
-            key=self._unwrap_with_master(wrapped, key_id),
+            key=self._unwrap_with_master(wrapped, key_id, kind=kind),
             wrapped=wrapped,
             wrapper=kind,
             unwrap_retired=self._unwrap_retired,
@@ -496,17 +529,10 @@ class TenantKeyring(Keyring):
             raise TypeError("retired key")
         return RetiredKey(kid, base64.b64decode(item["wrapped"], validate=True), float(retired_at))
 
-    def _unwrap_with_master(self, wrapped: bytes, key_id: str) -> bytes:
-        try:
-            key = self._master.unwrap(wrapped, self._tenant_context(key_id))
-        except IntegrityError:
-            raise TenantKeyError(
-                "Error: The tenant key of this memory could not be unwrapped: wrong master key, "
-                "or the key object was tampered with."
-            ) from None
-        if len(key) != DATA_KEY_BYTES:
-            raise TenantKeyError(_CORRUPT_TENANT_KEY)
-        return key
+    def _unwrap_with_master(self, wrapped: bytes, key_id: str, *, kind: str | None = None) -> bytes:
+        context = self._tenant_context(key_id)
+        kind = self._master.kind if kind is None else kind
+        return unwrap_key_document_key(self._master, kind, wrapped, context, size=DATA_KEY_BYTES, what="tenant key")
 
     def _unwrap_retired(self, entry: RetiredKey) -> bytes:
         return self._unwrap_with_master(entry.wrapped, entry.kid)

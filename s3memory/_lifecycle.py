@@ -70,7 +70,6 @@ report says ``shredded=False``.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import math
 import threading
@@ -94,6 +93,7 @@ from ._errors import (
 )
 from ._keys import (
     CONTEXT_KEY_ID,
+    KEY_DOCUMENT_ERRORS,
     LocalMasterKey,
     MasterKey,
     TenantKeyring,
@@ -485,7 +485,7 @@ def _rewrapped_document(body: bytes, tenant: str, purpose: str, old: MasterKey, 
         entries: list[dict[str, Any]] = [document, *document.get("retired", [])]
         wrapped = [(e["kid"], base64.b64decode(e["wrapped"], validate=True)) for e in entries]
         wrapper = document["wrapper"]
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, binascii.Error):
+    except KEY_DOCUMENT_ERRORS:
         raise corrupt from None
     if not all(isinstance(kid, str) for kid, _ in wrapped):
         raise corrupt

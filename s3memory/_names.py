@@ -86,9 +86,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from ._envelope import CONTEXT_TENANT
-from ._errors import ConfigurationError, IntegrityError, PreconditionFailedError, TenantKeyError
-from ._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE, KeyCache, MasterKey
+from ._errors import PreconditionFailedError, TenantKeyError
+from ._keys import KeyCache, MasterKey, key_document_context, parse_key_document, unwrap_key_document_key
 from ._paths import ROOT, MemoryPath
 from .stores import ObjectStore
 
@@ -306,7 +305,7 @@ class NameCipher:
             self._prefetch()
 
     def _context(self, key_id: str) -> dict[str, str]:
-        return {CONTEXT_TENANT: self._tenant, CONTEXT_PURPOSE: NAMES_KEY_PURPOSE, CONTEXT_KEY_ID: key_id}
+        return key_document_context(self._tenant, NAMES_KEY_PURPOSE, key_id)
 
     def _load_or_create(self) -> bytes:
         key = self._load()
@@ -326,30 +325,10 @@ class NameCipher:
         stored = self._store.get(self._object_key)
         if stored is None:
             return None
-        corrupt = "Error: The names key of this memory failed its integrity check."
-        try:
-            document = json.loads(stored.body)
-            version, key_id, kind = document["v"], document["kid"], document["wrapper"]
-            wrapped = base64.b64decode(document["wrapped"], validate=True)
-        except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
-            raise TenantKeyError(corrupt) from None
-        if version != NAMES_KEY_FORMAT_VERSION or not isinstance(key_id, str):
-            raise TenantKeyError(corrupt)
-        if kind != self._master.kind:
-            raise ConfigurationError(
-                f"Error: This memory's names key is wrapped by a {kind!r} master key, "
-                f"but the tool was configured with a {self._master.kind!r} one."
-            )
-        try:
-            key = self._master.unwrap(wrapped, self._context(key_id))
-        except IntegrityError:
-            raise TenantKeyError(
-                "Error: The names key of this memory could not be unwrapped: wrong master key, "
-                "or the key object was tampered with."
-            ) from None
-        if len(key) != NAMES_KEY_BYTES:
-            raise TenantKeyError(corrupt)
-        return key
+        _, key_id, kind, wrapped = parse_key_document(stored.body, version=NAMES_KEY_FORMAT_VERSION, what="names key")
+        return unwrap_key_document_key(
+            self._master, kind, wrapped, self._context(key_id), size=NAMES_KEY_BYTES, what="names key"
+        )
 
     def _create(self) -> bytes:
         key_id = os.urandom(8).hex()
