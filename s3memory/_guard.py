@@ -1,8 +1,9 @@
 """The sensitive-data guard: every text the model asks to write is screened for secrets.
 
-A :class:`SecretGuard` runs a list of :class:`Detector` s over the model's new text
-(``file_text``, ``new_str``, ``insert_text``) before anything is written, and applies a
-policy to what they find:
+A :class:`SecretGuard` runs a list of :class:`Detector` s over what the model asks to write
+before anything is written: a new file's text (:meth:`SecretGuard.apply`), or the file an
+edit would leave, judged against the file before the edit so that only what the edit adds
+counts (:meth:`SecretGuard.screen_edit`). It applies a policy to what they find:
 
 * ``"refuse"`` (the default) raises :class:`SensitiveDataError`, an
   :class:`~s3memory.InvalidCommandError` whose message names the kinds of secret and their
@@ -13,7 +14,9 @@ policy to what they find:
 
 The default detectors (:data:`DEFAULT_DETECTORS`) look for private-key blocks, cloud and
 API credentials with a recognisable shape, JWTs, bearer and basic credentials, passwords in
-URLs and assignments, and payment card numbers (Luhn-valid, with a known issuer prefix).
+URLs and assignments (``password:``, ``DB_PASSWORD=``, ``PGPASSWORD=``, ``adminPassword:``),
+and payment card numbers (Luhn-valid, with a known issuer prefix; digits grouped by spaces,
+no-break and other Unicode spaces, or hyphens and dashes).
 They aim at few false positives on ordinary notes (hashes, UUIDs, ARNs, phone and order
 numbers, "sk-learn", "I reset my password"): a shape alone is rarely enough, most patterns
 need a distinctive prefix, a keyword, or a check on the value (checksum, entropy, decoding).
@@ -22,6 +25,13 @@ Every default pattern is linear in the length of the text: no nested quantifiers
 split one run of characters in several ways, each run after a prefix ends where its
 character class ends, and every search that could fail late is bounded. The patterns are
 compiled on first use, so importing this module costs next to nothing.
+
+Every text gets an answer: with the default detectors the guard returns text or raises
+:class:`SensitiveDataError`, never another exception, whatever the text (a JWT-shaped token
+whose header is nested past the JSON parser's depth or holds a 5,000-digit number, invalid
+base64 or UTF-8, lone surrogates). A default validator that cannot decode its candidate
+answers "not a secret". A custom ``validate`` that raises is a bug in that detector, and
+its exception propagates.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -110,8 +121,9 @@ class SensitiveDataError(InvalidCommandError):
 class SecretGuard:
     """Screens text for secrets and applies a policy: ``refuse``, ``redact`` or ``allow``.
 
-    ``guard.apply`` (or the guard itself, which is callable) is what
-    :class:`~s3memory.EncryptedMemory` takes as ``screen_text``.
+    The guard itself (callable, as :meth:`apply`) is what :class:`~s3memory.EncryptedMemory`
+    takes as ``screen_text``: pass the guard, not ``guard.apply``, so that edits are screened
+    with :meth:`screen_edit` (a bound method has no ``screen_edit``).
     """
 
     __slots__ = ("_detectors", "_policy")
@@ -211,8 +223,103 @@ class SecretGuard:
 
     __call__ = apply
 
+    def screen_edit(self, before: str, after: str) -> str:
+        """The file ``after`` an edit, to write by the policy; only what the edit adds counts.
 
-def _refusal_message(findings: Sequence[Finding]) -> str:
+        ``before`` is the whole file before the edit, ``after`` the whole file it would leave.
+        A finding in ``after`` is *new* unless ``before`` held the same finding: findings are
+        compared as a multiset of (kind, matched text), so moving a secret the file already
+        held is not new, a second copy of it is. Occurrences the edit did not touch are paired
+        with the old findings first, so the new one is the copy the edit wrote.
+
+        * ``"refuse"``: raises :class:`SensitiveDataError` for the new findings only (their
+          lines are lines of ``after``); returns ``after`` itself when there are none.
+        * ``"redact"``: ``after`` with the new findings redacted, and only them.
+        * ``"allow"``: ``after``, not scanned.
+
+        Screening the resulting file, not only the inserted text, catches a secret completed
+        across edits (``AKIA`` and half a key id, then the other half) and one the edit turns
+        into a finding by adding its context (``Bearer`` before a token); an unrelated edit to
+        a file that already held a secret passes. That old secret is left as it was, also
+        when redacting: it was stored before this edit (a file written before the guard was
+        on, under ``"allow"``, or by other means), refusing would block every later edit of
+        the file, and rewriting text the model did not write would change the file behind
+        its back (its next ``str_replace`` of that text would no longer match). Redacting
+        changes exactly what refusing would have refused.
+
+        The rule for the memory: ``create`` screens ``file_text`` with the guard (:meth:`apply`).
+        ``str_replace`` and ``insert`` screen the whole file they would leave with
+        ``screen_edit(file before, file after)`` when the configured guard has a ``screen_edit``
+        (a :class:`SecretGuard`, or any callable object that defines one with these
+        semantics); any other ``Callable[[str], str]`` screens only the inserted text
+        (``new_str``, ``insert_text``), as before. A subclass that overrides :meth:`apply`
+        should override this method too: it uses :meth:`find` and :meth:`redact`, not
+        :meth:`apply`.
+        """
+        if self._policy == "allow":
+            return after
+        findings = self.find(after)
+        if not findings:
+            return after
+        new = _new_findings(findings, after, self.find(before), before)
+        if not new:
+            return after
+        if self._policy == "redact":
+            return self.redact(after, new)
+        raise SensitiveDataError(_refusal_message(new, "The edited file would contain"), new)
+
+
+def _new_findings(findings: Sequence[Finding], after: str, old: Sequence[Finding], before: str) -> list[Finding]:
+    """The ``findings`` of ``after`` that are not ``old`` findings of ``before``, as a multiset
+    of (kind, text); findings outside the region the edit changed are paired first."""
+    remaining = Counter((f.kind, before[f.start : f.end]) for f in old)
+    prefix = _common_prefix(before, after)
+    suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
+    changed_start, changed_end = prefix, len(after) - suffix
+
+    def touched(index: int) -> bool:  # overlaps the changed region, or straddles an insertion point
+        finding = findings[index]
+        return finding.start < changed_end and finding.end > changed_start
+
+    new: list[int] = []
+    for index in sorted(range(len(findings)), key=touched):  # stable: untouched ones first, in order
+        key = (findings[index].kind, after[findings[index].start : findings[index].end])
+        if remaining[key] > 0:
+            remaining[key] -= 1
+        else:
+            new.append(index)
+    return [findings[index] for index in sorted(new)]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of ``a`` and ``b``.
+
+    A binary search whose comparisons run in C and halve each time: linear, without a
+    Python loop over every character.
+    """
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """The length of the longest common suffix of ``a`` and ``b``, at most ``limit``."""
+    low, high = 0, max(0, limit)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _refusal_message(findings: Sequence[Finding], subject: str = "The text contains") -> str:
     """The message of a refusal: kinds and line numbers only."""
     lines_by_kind: dict[str, list[int]] = {}
     for finding in findings:
@@ -225,7 +332,7 @@ def _refusal_message(findings: Sequence[Finding]) -> str:
         where = f"line {shown[0]}" if len(shown) == 1 else f"lines {', '.join(shown)}"
         parts.append(f"{_article(kind)} {kind} ({where})")
     return (
-        f"Error: The text contains what looks like {_join(parts)}; memory files must not hold secrets. "
+        f"Error: {subject} what looks like {_join(parts)}; memory files must not hold secrets. "
         "Nothing was written. Remove the secret or describe it without its value."
     )
 
@@ -356,9 +463,9 @@ _CARD_RANGES: tuple[tuple[int, int, int, frozenset[int]], ...] = (
 
 
 def _card_number(value: str) -> bool:
-    """Luhn-valid, with the length and prefix of a card network."""
-    digits = value.replace(" ", "").replace("-", "")
-    if not 13 <= len(digits) <= 19:
+    """Luhn-valid, with the length and prefix of a card network (ASCII digits and separators)."""
+    digits = "".join(c for c in value if "0" <= c <= "9")
+    if not 13 <= len(digits) <= 19 or any(not "0" <= c <= "9" and c not in _CARD_SEPARATORS for c in value):
         return False
     if not any(
         low <= int(digits[:width]) <= high and len(digits) in lengths for width, low, high, lengths in _CARD_RANGES
@@ -368,15 +475,22 @@ def _card_number(value: str) -> bool:
 
 
 def _jwt(value: str) -> bool:
-    """The header of a JWT is base64url JSON with an ``alg``."""
+    """The header of a JWT is base64url JSON with an ``alg``.
+
+    Never raises. Numbers are kept as text (a 5,000-digit integer is still JSON; ``int()``
+    would refuse it). A header that is not base64url, UTF-8 or JSON, or that is nested
+    deeper than the parser goes (RecursionError: no issuer writes such a header and no
+    library reads one), is not a JWT header.
+    """
     import base64
     import binascii
     import json
 
     header = value.split(".", 1)[0]
     try:
-        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
-    except (binascii.Error, ValueError):
+        raw = base64.urlsafe_b64decode(header + "=" * (-len(header) % 4))
+        decoded = json.loads(raw, parse_int=str, parse_float=str, parse_constant=str)
+    except (binascii.Error, ValueError, RecursionError):  # UnicodeError and JSONDecodeError are ValueErrors
         return False
     return isinstance(decoded, dict) and "alg" in decoded
 
@@ -444,6 +558,18 @@ def _url_password(value: str) -> bool:
 _PEM_LABEL = r"(?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?"
 _PEM_LINE_BREAK = r"(?:\r?\n|\\r\\n|\\n)"  # real, or escaped as in JSON strings and .env files
 _B64 = r"A-Za-z0-9/+"  # a token of standard base64, without padding
+# What may separate groups of card digits, as a character class body: the space, the
+# no-break and every other Unicode space separator (Zs), and the hyphen-minus with the
+# Unicode hyphens, dashes and minus signs. _CARD_SEPARATORS is the same set, for validation.
+_SPACES = r" \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000"
+_DASHES = r"\-\u2010-\u2015\u2212\ufe58\ufe63\uff0d"
+_CARD_SEPARATORS = frozenset(
+    " \u00a0\u1680\u202f\u205f\u3000"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + "-\u2212\ufe58\ufe63\uff0d"
+    + "".join(map(chr, range(0x2010, 0x2016)))
+)
+_CARD_SEP = rf"[{_SPACES}{_DASHES}]"
 _URLSAFE = r"A-Za-z0-9_-"
 
 # (kind, pattern, validate). Specific kinds come before generic ones: when two detectors
@@ -522,19 +648,22 @@ _SPECS: tuple[tuple[str, str, Callable[[str], bool] | None], ...] = (
     ),
     (
         "password",
-        # password: ..., PASSWORD=..., "password": "...", passwd => ...; not passwords, password_hash
-        r"[Pp](?<![A-Za-z].)[Aa][Ss][Ss](?:[Ww](?:[Oo][Rr])?[Dd]|[Pp][Hh][Rr][Aa][Ss][Ee])"
-        r"[\"']?[ \t]*(?:=>|[:=])[ \t]*[\"']?(?P<secret>[^\s\"'`,;]+)",
+        # password: ..., PASSWORD=..., "password": "...", passwd => ..., and the keyword ending
+        # an identifier: PGPASSWORD=..., DB_PASSWORD=..., adminPassword: ..., dbPassword := ...;
+        # not passwords, password_hash, passwordless, password_policy (the keyword must end it)
+        r"[Pp][Aa][Ss][Ss](?:[Ww](?:[Oo][Rr])?[Dd]|[Pp][Hh][Rr][Aa][Ss][Ee])"
+        r"[\"']?[ \t]*(?:=>|:=|[:=])[ \t]*[\"']?(?P<secret>[^\s\"'`,;]+)",
         _password_value,
     ),
     (
         "payment card number",
         # 13-19 digits, or 4-4-4-4(-3) groups, or 4-6-5 (American Express), with one kind of
-        # separator; not part of a longer run of digits, words or decimals.
-        r"[0-9](?<![\w./+-][0-9])(?<![0-9][ -][0-9])"
-        r"(?:[0-9]{12,18}|[0-9]{3}([ -])[0-9]{4}\1[0-9]{4}\1[0-9]{1,4}(?:\1[0-9]{3}(?![0-9]))?"
-        r"|[0-9]{3}([ -])[0-9]{6}\2[0-9]{4,5})"
-        r"(?![\w-]|\.[0-9])",
+        # separator (a space, a no-break or other Unicode space, a hyphen or dash); not part
+        # of a longer run of digits, words or decimals.
+        rf"[0-9](?<![\w./+{_DASHES}][0-9])(?<![0-9]{_CARD_SEP}[0-9])"
+        rf"(?:[0-9]{{12,18}}|[0-9]{{3}}({_CARD_SEP})[0-9]{{4}}\1[0-9]{{4}}\1[0-9]{{1,4}}(?:\1[0-9]{{3}}(?![0-9]))?"
+        rf"|[0-9]{{3}}({_CARD_SEP})[0-9]{{6}}\2[0-9]{{4,5}})"
+        rf"(?![\w{_DASHES}]|\.[0-9])",
         _card_number,
     ),
 )

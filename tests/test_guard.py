@@ -200,6 +200,12 @@ def _examples() -> list[Example]:
         ex("password-env", "password", 'DB_PASSWORD="', token(16, 46, ALNUM + "!#&*"), '"'),
         ex("password-json", "password", '{"user": "deploy", "password": "', "c0rrect-h0rse-battery", '"}'),
         ex("passphrase", "password", "passphrase => ", "Tr0ub4dor&3"),
+        # "password" ending an UPPER or camelCase identifier
+        ex("password-pgpassword", "password", "PGPASSWORD=", token(14, 47), " psql -h db -U app"),
+        ex("password-camel-yaml", "password", "adminPassword: ", token(12, 48, ALNUM + "#!"), "\n"),
+        ex("password-camel-assign", "password", "dbPassword = '", "s3cr3t-Sauce", "'"),
+        ex("password-camel-long", "password", "  mysqlRootPassword: ", "r00tPa55w0rd"),
+        ex("password-go-assign", "password", 'dbPassword := "', "Go-Pher-2024!", '"'),
         ex("card-visa", card, "Card on file: ", VISA, ", expires 12/27."),
         ex("card-visa-spaced", card, "card ", grouped(VISA, (4, 4, 4, 4)), " 12/27"),
         ex("card-visa-dashed", card, "card ", grouped(VISA, (4, 4, 4, 4), "-"), "."),
@@ -212,6 +218,16 @@ def _examples() -> list[Example]:
         ex("card-jcb", card, "JCB ", "3530" + "1113" + "3330" + "0000"),
         ex("card-diners", card, "Diners ", grouped("3056" + "9309" + "0259" + "04", (4, 6, 4))),
         ex("card-unionpay", card, "UnionPay ", make_card("62", 19, 53)),
+        # groups separated by Unicode spaces and hyphens, as word processors and web pages write them
+        ex("card-nbsp", card, "card ", grouped(VISA, (4, 4, 4, 4), "\u00a0"), " 12/27"),
+        ex("card-narrow-nbsp", card, "carte ", grouped(make_card("5", 16, 54), (4, 4, 4, 4), "\u202f"), "."),
+        ex("card-figure-space", card, "card\u00a0", grouped(make_card("4", 16, 55), (4, 4, 4, 4), "\u2007")),
+        ex("card-thin-space", card, "(", grouped(make_card("6011", 16, 56), (4, 4, 4, 4), "\u2009"), ")"),
+        ex("card-ideographic-space", card, "card ", grouped(make_card("3530", 16, 57), (4, 4, 4, 4), "\u3000")),
+        ex("card-nb-hyphen", card, "card ", grouped(make_card("51", 16, 58), (4, 4, 4, 4), "\u2011"), " ok"),
+        ex("card-en-dash", card, "card ", grouped(make_card("4", 16, 59), (4, 4, 4, 4), "\u2013")),
+        ex("card-fullwidth-hyphen", card, "card ", grouped(make_card("4", 19, 60), (4, 4, 4, 4, 3), "\uff0d")),
+        ex("card-amex-nbsp", card, "Amex ", grouped("3782" + "822463" + "10005", (4, 6, 5), "\u00a0")),
     ]
 
 
@@ -353,6 +369,27 @@ NOT_SECRETS = [
     "E.164: +14155550132 and +4915123456789",
     "a card inside a longer number: 12" + VISA,
     "uuid 3f2504e0-4f89-41d3-9a0c-0305e82c3301, sha256 " + token(64, 73, HEX),
+    # "password" inside an identifier that names something else, or a value that is not one
+    "password_policy: strict",
+    "passwordless login: enabled for every staff account",
+    "PASSWORD_MIN_LENGTH = 12",
+    "passwordMinLength: 12",
+    "adminPasswordFile: /run/secrets/admin-password",
+    "PGPASSFILE=~/.pgpass",
+    "resetPassword: true",
+    "requirePassword: enabled",
+    'adminPassword: ""',
+    "mysqlRootPassword: ${MYSQL_ROOT_PASSWORD}",
+    "dbPassword = config.dbPassword",
+    "const dbPassword = process.env.DB_PASSWORD;",
+    'dbPassword := os.Getenv("DB_PASSWORD")',
+    "userPassword: {SSHA}" + token(32, 74, B64),  # LDAP's salted hash, not the password
+    'let password = rpassword::prompt_password("Password: ")?;',
+    # Unicode separators: still one kind of separator, Luhn and the issuer prefix
+    grouped(VISA[:-1] + "2", (4, 4, 4, 4), "\u00a0"),
+    grouped(make_card("9", 16, 75), (4, 4, 4, 4), "\u202f"),
+    "call +1\u00a0415\u00a0555\u00a00132 or 030\u20111234\u20115678",
+    "a card inside a longer number: 12\u00a0" + grouped(VISA, (4, 4, 4, 4), "\u00a0"),
 ]
 
 
@@ -368,6 +405,20 @@ def test_luhn() -> None:
     assert luhn_valid(VISA) and luhn_valid("79927398713") and luhn_valid("0")
     assert not luhn_valid("79927398710") and not luhn_valid("") and not luhn_valid("4111-1111")
     assert not luhn_valid("\u0664\u0661\u0661\u0661")  # Arabic-Indic digits are not card digits
+
+
+def test_every_unicode_space_separator_and_the_usual_dashes_group_card_digits() -> None:
+    import unicodedata
+
+    spaces = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Zs"]
+    dashes = ["-", "\u2010", "\u2011", "\u2012", "\u2013", "\u2014", "\u2015", "\u2212", "\ufe58", "\ufe63", "\uff0d"]
+    assert len(spaces) == 17
+    for separator in spaces + dashes:
+        for number, sizes in ((VISA, (4, 4, 4, 4)), ("3782" + "822463" + "10005", (4, 6, 5))):
+            text = f"card {grouped(number, sizes, separator)} ok"
+            assert [f.kind for f in SecretGuard().find(text)] == ["payment card number"], hex(ord(separator))
+    for other in ("\t", "\n", "\u200b", ".", "_", "/", "\u2e3a"):  # not within a card number
+        assert SecretGuard().find(f"card {grouped(VISA, (4, 4, 4, 4), other)} ok") == [], hex(ord(other))
 
 
 @pytest.mark.parametrize("number", [VISA, "3782" + "822463" + "10005", make_card("5", 16, 80), make_card("35", 16, 81)])
@@ -542,6 +593,252 @@ def test_property_secret_inserted_anywhere(text: str, data: st.DataObject) -> No
     assert example.secret not in SecretGuard("redact").apply(full)
 
 
+# -- every input gets an answer, never an exception --------------------------------------
+
+
+def b64url_of(text: str) -> str:
+    return b64url(text.encode())
+
+
+def jwt_with_header(header_json: str, seed: int = 94) -> str:
+    return ".".join([b64url_of(header_json), b64url_of('{"sub":"x"}'), token(43, seed, URLSAFE)])
+
+
+DEEP = 30_000  # far past Python's recursion limit
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        '{"alg":"HS256","x5c":' + "[" * DEEP + "]" * DEEP + "}",
+        '{"alg":"HS256","jwk":' + '{"k":' * DEEP + "1" + "}" * DEEP + "}",
+        "[" * DEEP,  # never closed
+        '{"alg":' * DEEP,
+    ],
+    ids=["deep-arrays", "deep-objects", "unclosed-arrays", "unclosed-objects"],
+)
+def test_a_jwt_with_a_deeply_nested_header_is_an_answer(header: str) -> None:
+    jwt = jwt_with_header(header)
+    text = f"token {jwt}\nkey {AWS_KEY_ID}\n"
+    # No issuer writes such a header and no library parses it: not a JWT. The rest is still screened.
+    assert [f.kind for f in SecretGuard().find(text)] == ["AWS access key"]
+    with pytest.raises(SensitiveDataError) as caught:
+        SecretGuard().apply(text)
+    assert caught.value.kinds == ("AWS access key",)
+    assert SecretGuard("redact").apply(text) == f"token {jwt}\nkey [REDACTED: AWS access key]\n"
+    assert SecretGuard().screen_edit(f"key {AWS_KEY_ID}\n", text) is text  # the JWT is not new either
+
+
+def test_a_jwt_whose_header_holds_huge_numbers_is_still_a_jwt() -> None:
+    # Over the 4,300 digits int() accepts, and a float that overflows: still JSON with an alg.
+    jwt = jwt_with_header('{"alg":"HS256","n":' + "7" * 5000 + ',"f":1e999999,"m":-' + "9" * 5000 + "}")
+    text = f"id_token: {jwt}\n"
+    assert [(f.kind, text[f.start : f.end]) for f in SecretGuard().find(text)] == [("JWT", jwt)]
+
+
+HOSTILE = [
+    "",
+    "=",
+    "====",
+    "a",
+    "eyJ",
+    "eyJ.",
+    "eyJhbGciOiJIUzI1NiJ9",
+    "eyJ" + "A" * 4001,  # base64 with one character too many
+    "eyJ\ud800.x.y",
+    b64url(b"\xff\xfe\x00{") + ".a.b",  # not UTF-8, a UTF-16 byte order mark
+    b64url(b'{"alg":"x","a":' + b"[" * 5000) + ".a.b",
+    "\ud800\udfff\x00",
+    "\ufeff" * 10,
+    "9" * 100_000,
+    "4" + "\u00a0" * 50 + "1",
+    "sk-" + "\ud800" * 40,
+    "-----BEGIN RSA PRIVATE KEY-----" + "\n" * 1000,
+]
+
+
+@pytest.mark.parametrize("detector", [d for d in DEFAULT_DETECTORS if d.validate], ids=lambda d: d.kind)
+def test_every_default_validator_answers_hostile_strings(detector: Detector) -> None:
+    assert detector.validate is not None
+    for value in HOSTILE:
+        assert detector.validate(value) in (True, False), value[:20]
+
+
+@pytest.mark.parametrize("detector", [d for d in DEFAULT_DETECTORS if d.validate], ids=lambda d: d.kind)
+@settings(max_examples=150, deadline=None)
+@given(value=st.text(st.characters(exclude_categories=())))
+def test_every_default_validator_answers_any_string(detector: Detector, value: str) -> None:
+    assert detector.validate is not None
+    assert detector.validate(value) in (True, False)
+
+
+def test_luhn_on_a_huge_digit_run_answers() -> None:
+    run = "0" * 1_000_000
+    assert luhn_valid(run) is True and luhn_valid(run + "1") is False
+    assert SecretGuard().find(f"total {run} and {run[:-1]}9\n") == []  # no card has a million digits
+
+
+# Pieces of every pattern, to let the fuzzer build near-secrets, plus whole secrets.
+FRAGMENTS = [
+    *("eyJ", ".", "AKIA", "ASIA", "aws", "secret", "Secret", "sk-", "sk-ant-", "proj-", "ghp_", "github_pat_"),
+    *("glpat-", "xoxb-", "xapp-", "https://hooks.slack.com/services/", "sk_live_", "AIza", "GOCSPX-", "npm_"),
+    *("pypi-AgEIcHlwaS5vcmc", "hf_", "SG.", "AccountKey=", "Bearer ", "Authorization: Basic ", "://", "@", ":"),
+    *("password", "Password", "PGPASSWORD", "dbPassword", "passphrase", ": ", "=", ":=", "=>", '"', "'", " "),
+    *("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "-----", "\n", "\r\n", "\\n", "\t"),
+    *("4111", "1111", "3782", "822463", "10005", "-", "\u00a0", "\u202f", "\u2011", "\uff0d", "0", "9"),
+    *("{", "}", "[", "]", '"alg"', "==", "\ud800", "\x00", "\u200b", "\u0664", "é", "\U0001d7d8"),
+    *(token(40, 95, B64), token(36, 96), token(24, 97, URLSAFE), b64url_of('{"alg":"none"}'), "[" * 2000),
+    *(AWS_KEY_ID, AWS_SECRET, VISA, jwt_with_header('{"alg":' + "[" * 3000), make_jwt({"alg": "HS256"}, {}, 98)),
+]
+FUZZ_TEXT = st.lists(
+    st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(exclude_categories=()), max_size=12)), max_size=40
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=FUZZ_TEXT)
+def test_fuzz_the_guard_answers_with_text_or_a_refusal(text: str) -> None:
+    findings = SecretGuard().find(text)
+    assert all(0 <= f.start < f.end <= len(text) and f.line == text.count("\n", 0, f.start) + 1 for f in findings)
+    try:
+        assert SecretGuard("refuse").apply(text) is text
+        assert findings == []
+    except SensitiveDataError as refused:
+        assert refused.findings == tuple(findings) != ()
+        assert str(refused).startswith("Error: The text contains what looks like ")
+    redacted = SecretGuard("redact").apply(text)
+    assert isinstance(redacted, str) and (redacted is text) == (findings == [])
+    assert SecretGuard("allow").apply(text) is text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=FUZZ_TEXT, inserted=FUZZ_TEXT, data=st.data())
+def test_fuzz_screen_edit_answers_with_text_or_a_refusal(before: str, inserted: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(before)), label="start")
+    end = data.draw(st.integers(start, len(before)), label="end")
+    after = before[:start] + inserted + before[end:]
+    guard = SecretGuard()
+    assert guard.screen_edit(before, before) is before  # nothing new in an unchanged file
+    try:
+        assert guard.screen_edit(before, after) is after
+    except SensitiveDataError as refused:
+        assert refused.findings and set(refused.findings) <= set(guard.find(after))
+    result = SecretGuard("redact").screen_edit(before, after)
+    assert isinstance(result, str)
+    assert SecretGuard("allow").screen_edit(before, after) is after
+
+
+# -- screening an edit: only what the edit adds ------------------------------------------
+
+HALF = len(AWS_KEY_ID) // 2
+
+
+def test_a_secret_split_across_two_edits_is_refused() -> None:
+    guard = SecretGuard()
+    first = guard.screen_edit("# keys\n", "# keys\nid " + AWS_KEY_ID[:HALF] + "\n")  # half: nothing to see
+    assert first == "# keys\nid " + AWS_KEY_ID[:HALF] + "\n"
+    after = first.replace(AWS_KEY_ID[:HALF], AWS_KEY_ID)
+    assert guard.apply(AWS_KEY_ID[HALF:]) == AWS_KEY_ID[HALF:]  # the inserted text alone passes
+    with pytest.raises(SensitiveDataError) as caught:
+        guard.screen_edit(first, after)
+    assert caught.value.findings == (Finding("AWS access key", *_span(after, AWS_KEY_ID), 2),)
+    assert str(caught.value) == (
+        "Error: The edited file would contain what looks like an AWS access key (line 2); "
+        "memory files must not hold secrets. Nothing was written. "
+        "Remove the secret or describe it without its value."
+    )
+    assert not [piece for piece in substrings(AWS_KEY_ID, 4) if piece in str(caught.value)]
+    assert SecretGuard("redact").screen_edit(first, after) == "# keys\nid [REDACTED: AWS access key]\n"
+
+
+@pytest.mark.parametrize("example", PROPERTY_EXAMPLES, ids=lambda e: e.name)
+def test_every_kind_completed_by_a_second_edit_is_refused(example: Example) -> None:
+    cut = len(example.secret) // 2
+    position = example.text.index(example.secret) + cut
+    before = "notes\n" + example.text[:position] + example.text[position + len(example.secret) - cut :] + "\n"
+    after = "notes\n" + example.text + "\n"
+    with pytest.raises(SensitiveDataError) as caught:
+        SecretGuard().screen_edit(before, after)
+    assert example.kind in caught.value.kinds
+    assert example.secret not in SecretGuard("redact").screen_edit(before, after)
+
+
+def test_an_unrelated_edit_beside_an_old_secret_passes_and_keeps_it() -> None:
+    before = f"# legacy notes, written before the guard\ndeploy key {AWS_KEY_ID}\npassword: hunter2\n"
+    after = before.replace("# legacy notes", "# Legacy notes (reviewed)") + "- new item\n"
+    for policy in ("refuse", "redact", "allow"):
+        assert SecretGuard(policy).screen_edit(before, after) is after
+    with pytest.raises(SensitiveDataError):
+        SecretGuard().apply(after)  # the whole file, screened as new text, would be refused
+
+
+def test_moving_an_old_secret_is_not_new() -> None:
+    before = f"a\nb\nkey {AWS_KEY_ID}\nc\n"
+    after = f"key {AWS_KEY_ID}\na\nb\nc\n"
+    assert SecretGuard().screen_edit(before, after) is after
+    assert SecretGuard("redact").screen_edit(before, after) is after
+
+
+@pytest.mark.parametrize("where", ["after", "before"])
+def test_a_second_copy_of_an_old_secret_is_new(where: str) -> None:
+    old = f"first\nkey {AWS_KEY_ID}\nlast\n"
+    after = old + f"copy {AWS_KEY_ID}\n" if where == "after" else f"copy {AWS_KEY_ID}\n" + old
+    with pytest.raises(SensitiveDataError) as caught:
+        SecretGuard().screen_edit(old, after)
+    assert [f.line for f in caught.value.findings] == [4 if where == "after" else 1]
+    # redact touches the copy the edit wrote, and leaves the old one as it was
+    redacted = "copy [REDACTED: AWS access key]\n"
+    assert SecretGuard("redact").screen_edit(old, after) == (old + redacted if where == "after" else redacted + old)
+
+
+def test_only_the_new_kinds_are_reported_and_redacted() -> None:
+    before = f"key {AWS_KEY_ID}\n"
+    npm = "npm_" + token(36, 99)
+    after = f"key {AWS_KEY_ID}\nnpm {npm}\n"
+    with pytest.raises(SensitiveDataError) as caught:
+        SecretGuard().screen_edit(before, after)
+    assert caught.value.kinds == ("npm token",) and "AWS" not in str(caught.value)
+    assert SecretGuard("redact").screen_edit(before, after) == f"key {AWS_KEY_ID}\nnpm [REDACTED: npm token]\n"
+
+
+def test_an_edit_that_makes_old_text_a_secret_is_refused() -> None:
+    value = token(40, 100, URLSAFE + ".~")
+    before = f"curl -H 'X: {value}'\n"
+    after = f"curl -H 'Authorization: Bearer {value}'\n"
+    assert SecretGuard().screen_edit("", before) is before  # a random string alone is not a finding
+    with pytest.raises(SensitiveDataError, match="bearer token"):
+        SecretGuard().screen_edit(before, after)
+
+
+def test_removing_a_secret_passes() -> None:
+    before = f"a\nkey {AWS_KEY_ID}\nb\n"
+    assert SecretGuard().screen_edit(before, "a\nb\n") == "a\nb\n"
+    assert SecretGuard().screen_edit(before, "") == ""
+
+
+def test_screen_edit_from_nothing_is_apply() -> None:
+    text = f"a\nkey {AWS_KEY_ID}\npassword: hunter2\n"
+    with pytest.raises(SensitiveDataError) as edit:
+        SecretGuard().screen_edit("", text)
+    with pytest.raises(SensitiveDataError) as whole:
+        SecretGuard().apply(text)
+    assert edit.value.findings == whole.value.findings
+    assert SecretGuard("redact").screen_edit("", text) == SecretGuard("redact").apply(text)
+
+
+def test_screen_edit_uses_custom_detectors_and_allow_does_not_scan() -> None:
+    guard = SecretGuard(detectors=[EMPLOYEE])
+    assert guard.screen_edit("", AWS_KEY_ID) is AWS_KEY_ID
+    with pytest.raises(SensitiveDataError, match="employee id"):
+        guard.screen_edit("EMP-12", "EMP-123456")
+
+    def explode(_: str) -> bool:
+        raise AssertionError("scanned")
+
+    tripwire = Detector("tripwire", re.compile("."), validate=explode)
+    assert SecretGuard("allow", detectors=[tripwire]).screen_edit("a", "b") == "b"
+
+
 # -- no false positives on ordinary notes ------------------------------------------------
 
 
@@ -593,13 +890,23 @@ def _adversarial() -> dict[str, str]:
         "random base64ish": "".join(rng.choice("ABCabc0123+/=-_. \n") for _ in range(SIZE)),
         "random digits": "".join(rng.choice("0123456789 -") for _ in range(SIZE)),
         "random printable": "".join(rng.choice(string.printable) for _ in range(SIZE)),
+        "keyword-ending identifiers": _fill("dbPassword: "),
+        "keywords run together": _fill("PGPASSWORD"),
+        "walrus assignments": _fill("xPassword:="),
+        "no-break spaced digits": _fill("4111\u00a0"),
+        "unicode-dashed digits": _fill("4111\u2011"),
+        "random digits and unicode separators": "".join(
+            rng.choice("0123456789 -\u00a0\u202f\u2011\u2013") for _ in range(SIZE)
+        ),
+        "jwt deep header": jwt_with_header('{"alg":' + "[" * ((SIZE - 100) * 3 // 4)),
+        "jwt huge number": jwt_with_header('{"alg":' + "7" * ((SIZE - 100) * 3 // 4) + "}"),
     }
 
 
 def test_adversarial_input_is_linear_time() -> None:
     timings = {}
     for policy in ("refuse", "redact"):
-        guard = SecretGuard(policy)  # type: ignore[arg-type]
+        guard = SecretGuard(policy)
         for name, text in _adversarial().items():
             started = time.perf_counter()
             try:
@@ -610,3 +917,20 @@ def test_adversarial_input_is_linear_time() -> None:
     worst = max(timings, key=timings.__getitem__)
     print(f"worst of {len(timings)} adversarial 100 KiB inputs: {worst} in {timings[worst] * 1000:.0f} ms")
     assert timings[worst] < 2.0, timings  # measured well under 0.1 s; generous for slow CI machines
+
+
+def test_screen_edit_answers_on_adversarial_files() -> None:
+    timings = {}
+    for policy in ("refuse", "redact"):
+        guard = SecretGuard(policy)
+        for name, before in _adversarial().items():
+            middle = len(before) // 2
+            after = before[:middle] + "x" + before[middle + 1 :]
+            started = time.perf_counter()
+            try:
+                assert isinstance(guard.screen_edit(before, after), str)
+            except SensitiveDataError:
+                pass
+            timings[f"{policy}: {name}"] = time.perf_counter() - started
+    worst = max(timings, key=timings.__getitem__)
+    print(f"screen_edit, worst of {len(timings)} adversarial 100 KiB files: {worst} in {timings[worst] * 1000:.0f} ms")
