@@ -4,17 +4,27 @@ Built with click (options, environment variables, help) and rich (tables, progre
 Neither is imported by the core: only this module and the console script load them.
 The six tool commands print exactly what the model would see, so scripts can rely on it;
 ``ls``, ``cat``, ``import``, ``export`` and ``info`` are conveniences for people.
+
+Everything printed that did not come from this module (names, file text, error messages) goes
+through :func:`printable` first: the model, whoever writes to the bucket and the files of an
+imported folder choose it, and a terminal obeys control sequences; rich output takes it only as
+``Text``, never as markup.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import secrets
+import stat
 import sys
-from collections.abc import Callable, Iterator
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar, cast
 
 import click
 
@@ -22,9 +32,6 @@ from ._config import ENVIRONMENT, Settings
 from ._errors import (
     ConfigurationError,
     IntegrityError,
-    InvalidCommandError,
-    InvalidPathError,
-    PathExistsError,
     S3MemoryError,
     StorageError,
 )
@@ -57,19 +64,89 @@ Examples:
   s3memory demo
 
 \b
+Output: the six tool commands and cat print the text exactly, except that
+control characters other than newline and tab, and invisible format characters
+(bidi overrides, zero-width spaces), are shown as escapes such as \\x1b or \\u202e;
+error messages are one line, escaped the same way. Names (ls, import, export,
+expire, rotate-key, info) also escape the backslash and every other unprintable
+character. Nothing printed is ever read as markup.
+
+\b
 Exit status: 0 success, 1 the command was refused (message on stderr),
 2 bad usage, 3 bad configuration, 4 storage or integrity failure.
 """
 
+# -- showing untrusted text -----------------------------------------------------------------
+_SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_MAY_NEED_ESCAPE = re.compile(r"[^ -~]")  # printable ASCII never does
+_NAME_MAY_NEED_ESCAPE = re.compile(r"[^ -\[\]-~]")  # in a name, the backslash too
+# Controls (C0, DEL, C1), format characters (bidi overrides, zero-width, tags), line and
+# paragraph separators, lone surrogates: what can move the cursor, reorder or hide text.
+_NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def _escape(char: str) -> str:
+    """``char`` as Python writes it in a ``repr``: ``\\x1b``, ``\\u202e``, ``\\U000e0041``."""
+    code = ord(char)
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: object, *, name: bool = False, lines: bool = False) -> str:
+    """Untrusted text (a stored name, a file's text, an error message) made safe to print.
+
+    Every control character (C0, DEL, C1), format character (bidi overrides, zero-width
+    characters), line or paragraph separator and lone surrogate is shown as Python escapes
+    it (``\\x1b``, ``\\u202e``); anything else is kept, so text with nothing to escape is
+    printed exactly. ``lines`` keeps newlines and tabs (a tool answer, a file's text);
+    without it the result is one line (an error message). ``name`` escapes the backslash
+    and every character :meth:`str.isprintable` rejects too (spaces other than " ",
+    unassigned code points), so two different names are never shown alike and each can be
+    read back. Print the result with click, or as a rich ``Text``: never as markup.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        char = match.group()
+        if name:
+            return char if char.isprintable() and char != "\\" else _escape(char)
+        if lines and char in "\n\t":
+            return char
+        return _escape(char) if unicodedata.category(char) in _NEVER_RAW else char
+
+    return (_NAME_MAY_NEED_ESCAPE if name else _MAY_NEED_ESCAPE).sub(replace, str(text))
+
+
+class _PrintableStream:
+    """Writes to ``stream`` what :func:`printable` makes of it (the demo prints the model's words)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text, lines=True))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def _status(error: S3MemoryError) -> int:
+    if isinstance(error, ConfigurationError):
+        return EXIT_CONFIGURATION
+    if isinstance(error, (StorageError, IntegrityError)):
+        return EXIT_STORAGE
+    return EXIT_REFUSED
+
+
+def _die(message: str, status: int) -> NoReturn:
+    message = printable(message)  # messages quote paths and the store's own words
+    click.echo(message if message.startswith("Error") else f"Error: {message}", err=True)
+    sys.exit(status)
+
 
 def _fail(error: S3MemoryError) -> NoReturn:
-    message = str(error)
-    click.echo(message if message.startswith("Error") else f"Error: {message}", err=True)
-    if isinstance(error, ConfigurationError):
-        sys.exit(EXIT_CONFIGURATION)
-    if isinstance(error, (StorageError, IntegrityError)):
-        sys.exit(EXIT_STORAGE)
-    sys.exit(EXIT_REFUSED)
+    _die(str(error), _status(error))
 
 
 @contextmanager
@@ -87,7 +164,7 @@ def _memory(ctx: click.Context) -> Iterator[EncryptedMemory]:
 
 def _run(ctx: click.Context, command: Callable[[EncryptedMemory], str]) -> None:
     with _memory(ctx) as memory:
-        click.echo(command(memory))
+        click.echo(printable(command(memory), lines=True))
 
 
 def _option(name: str, **kwargs: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -215,6 +292,7 @@ def _children(entries: list[FileEntry], directory: str) -> list[tuple[str, int]]
 def ls(ctx: click.Context, path: str, recursive: bool) -> None:
     """List files with their sizes (hidden files included)."""
     from rich.table import Table
+    from rich.text import Text
 
     with _memory(ctx) as memory:
         entries = memory.list_files(path)
@@ -222,60 +300,163 @@ def ls(ctx: click.Context, path: str, recursive: bool) -> None:
     table = Table(box=None, show_header=True, pad_edge=False)
     table.add_column("size", justify="right")
     table.add_column("bytes", justify="right", style="dim")
-    table.add_column("path")
+    table.add_column("path", overflow="fold")  # a name cut short could pass for another
     for name, size in rows:
-        table.add_row(format_size(size), str(size), name)
+        table.add_row(format_size(size), str(size), Text(printable(name, name=True)))
     console = _console()
     console.print(table)
-    console.print(f"{len(entries)} file(s), {format_size(sum(e.size for e in entries))}", style="dim")
+    console.print(Text(f"{len(entries)} file(s), {format_size(sum(e.size for e in entries))}", style="dim"))
 
 
 @cli.command()
 @click.argument("path")
 @click.pass_context
 def cat(ctx: click.Context, path: str) -> None:
-    """Print a file's text as stored, without line numbers."""
+    """Print a file's text as stored, without line numbers (terminal controls escaped: see --help)."""
     with _memory(ctx) as memory:
         text = memory.read_text(path)
-    click.echo(text, nl=False)
+    click.echo(printable(text, lines=True), nl=False)
 
 
-def _bulk(title: str, jobs: list[tuple[str, Callable[[], object]]], workers: int) -> list[tuple[str, str]]:
-    """Run ``jobs`` concurrently behind a progress bar (on stderr); return the failures."""
+class _Skipped(Exception):
+    """A file ``import`` or ``export`` leaves out (the message says why); the others go on."""
+
+
+def _bulk(title: str, jobs: list[tuple[str, Callable[[], object]]], workers: int) -> list[tuple[str, str, int]]:
+    """Run ``jobs`` concurrently behind a progress bar (on stderr); return the failures
+    (name, message, exit status)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    failures: list[tuple[str, str]] = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    failures: list[tuple[str, str, int]] = []
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=_console(stderr=True), transient=False) as progress:
-        task = progress.add_task(title, total=len(jobs))
+        task = progress.add_task(printable(title), total=len(jobs))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3memory-bulk") as pool:
             futures = {pool.submit(job): name for name, job in jobs}
             for future in as_completed(futures):
                 try:
                     future.result()
                 except S3MemoryError as error:
-                    failures.append((futures[future], str(error)))
+                    failures.append((futures[future], str(error), _status(error)))
+                except _Skipped as skipped:
+                    failures.append((futures[future], str(skipped), EXIT_REFUSED))
+                except OSError as error:  # what _local_error did not foresee: still one file's failure
+                    failures.append((futures[future], f"Error: {error.strerror or error}", EXIT_REFUSED))
                 progress.advance(task)
     return sorted(failures)
 
 
-def _report(done: str, total: int, failures: list[tuple[str, str]]) -> None:
-    for name, message in failures:
-        click.echo(f"{name}: {message}", err=True)
+def _report(done: str, total: int, failures: list[tuple[str, str, int]]) -> None:
+    for name, message, _ in failures:
+        click.echo(f"{printable(name, name=True)}: {printable(message)}", err=True)
     failed = f", {len(failures)} failed" if failures else ""
     click.echo(f"{done}: {total - len(failures)} of {total} file(s){failed}")
     if failures:
-        sys.exit(EXIT_REFUSED)
+        sys.exit(max(status for _, _, status in failures))  # a storage or integrity failure outranks a refusal
 
 
-def _local_files(directory: Path) -> Iterator[Path]:
-    """Regular files below ``directory``, symlinks not followed, hidden entries skipped."""
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not Path(root, d).is_symlink())
-        for name in sorted(files):
-            candidate = Path(root, name)
-            if not name.startswith(".") and candidate.is_file() and not candidate.is_symlink():
-                yield candidate
+# Local files are opened one path segment at a time, each relative to its folder's descriptor
+# and with O_NOFOLLOW: a symlink put in place of a file or folder after the walk (or planted in
+# an export's destination) is refused, never followed. POSIX only.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
+
+
+def _check_local_files_supported() -> None:
+    if not (hasattr(os, "O_NOFOLLOW") and hasattr(os, "fwalk") and os.open in os.supports_dir_fd):
+        _die("import and export need O_NOFOLLOW and directory descriptors (a POSIX system)", EXIT_CONFIGURATION)
+
+
+def _local_error(error: OSError, shown: str, folder: int | None = None, name: str = "") -> _Skipped:
+    """What to say about the local file or folder ``shown`` (``name`` in ``folder``) that failed."""
+    symlink = error.errno in (errno.ELOOP, errno.EMLINK)  # O_NOFOLLOW met one (EMLINK: FreeBSD)
+    if error.errno == errno.ENOTDIR and folder is not None:  # O_DIRECTORY | O_NOFOLLOW met one, on Linux
+        with suppress(OSError):
+            symlink = stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+    if symlink:
+        return _Skipped(f"Error: {shown} is a symlink, not followed; skipped")
+    if error.errno == errno.ENOTDIR:
+        return _Skipped(f"Error: {shown} is a file, not a folder; skipped")
+    if error.errno == errno.EISDIR:
+        return _Skipped(f"Error: {shown} is a folder; skipped")
+    return _Skipped(f"Error: {shown}: {error.strerror or error}; skipped")
+
+
+def _open_folder(top: int, shown: str, parts: Sequence[str], *, create: bool = False) -> int:
+    """A new descriptor of the folder ``parts`` below the folder ``top`` (``shown`` in messages),
+    never through a symlink. With ``create``, missing folders are made, mode 0700 whatever the umask.
+    """
+    fd = os.dup(top)
+    for depth, part in enumerate(parts, 1):
+        try:
+            created = False
+            if create:
+                with suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                    created = True
+            child = os.open(part, _FOLDER, dir_fd=fd)
+            try:
+                if created:
+                    os.fchmod(child, 0o700)
+            except OSError:
+                os.close(child)
+                raise
+        except OSError as error:
+            skipped = _local_error(error, "/".join([shown, *parts[:depth]]), fd, part)
+            os.close(fd)
+            raise skipped from None
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def _read_local_file(top: int, shown: str, parts: Sequence[str], limit: int) -> bytes:
+    """The file ``parts`` below the folder ``top``: a regular file of at most ``limit`` bytes, of
+    which at most ``limit + 1`` are ever read (a sparse file can claim terabytes)."""
+    folder = _open_folder(top, shown, parts[:-1])
+    try:
+        # O_NONBLOCK: a FIFO must not hang the import (it is refused just below).
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=folder)
+    except OSError as error:
+        raise _local_error(error, "/".join([shown, *parts])) from None
+    finally:
+        os.close(folder)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Skipped("Error: not a regular file; skipped")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0 and info.st_size <= limit:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if info.st_size > limit or left <= 0:  # the size fstat gave, or what it grew to meanwhile
+            raise _Skipped(f"Error: larger than the {limit:,}-byte limit; skipped")
+        return b"".join(chunks)
+    except OSError as error:
+        raise _local_error(error, "/".join([shown, *parts])) from None
+    finally:
+        os.close(fd)
+
+
+def _local_files(top: int) -> Iterator[tuple[str, ...]]:
+    """What may be files below the folder ``top``, as path segments: hidden entries and symlinks
+    skipped, symlinked folders never entered. Whether each is a regular file is checked when it
+    is opened (it may be swapped meanwhile)."""
+    for root, dirs, files, folder in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+        base = PurePosixPath(root).parts  # "." is ()
+
+        def visible(name: str, folder: int = folder) -> bool:
+            try:
+                return not name.startswith(".") and not stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+            except OSError:  # gone since the folder was read
+                return False
+
+        dirs[:] = sorted(filter(visible, dirs))
+        yield from ((*base, name) for name in sorted(filter(visible, files)))
 
 
 @cli.command("import")
@@ -286,56 +467,134 @@ def _local_files(directory: Path) -> Iterator[Path]:
 def import_(ctx: click.Context, directory: Path, target: str, workers: int) -> None:
     """Create a memory file for every text file in DIRECTORY (hidden files and symlinks skipped).
 
-    Existing memory files are never overwritten: they are reported and the exit status is 1.
+    Symlinks are never followed, even one swapped in while the import runs. A file that is not
+    UTF-8, over the memory's size limit or not a regular file is reported and skipped, as is an
+    existing memory file: none is ever overwritten. Any failure makes the exit status non-zero.
     """
-    sources = list(_local_files(directory))
+    _check_local_files_supported()
     base = target.rstrip("/")
+    try:
+        top = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        _die(f"cannot read {directory}: {error.strerror or error}", EXIT_REFUSED)
+    try:
+        sources = list(_local_files(top))
 
-    def create(source: Path, path: str) -> Callable[[], object]:
-        def job() -> object:
-            try:
-                text = source.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                raise InvalidCommandError("Error: not UTF-8 text; skipped") from None
-            return memory.create(path, text)
+        def create(parts: tuple[str, ...], path: str) -> Callable[[], object]:
+            def job() -> object:
+                data = _read_local_file(top, str(directory), parts, memory.limits.max_file_bytes)
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _Skipped("Error: not UTF-8 text; skipped") from None
+                return memory.create(path, text)
 
-        return job
+            return job
 
-    with _memory(ctx) as memory:
-        jobs = [(p, create(s, p)) for s in sources for p in [f"{base}/{s.relative_to(directory).as_posix()}"]]
-        failures = _bulk(f"importing into {base}", jobs, workers)
+        with _memory(ctx) as memory:
+            jobs = [(path, create(parts, path)) for parts in sources for path in [f"{base}/{'/'.join(parts)}"]]
+            failures = _bulk(f"importing into {base}", jobs, workers)
+    finally:
+        os.close(top)
     _report("imported", len(jobs), failures)
+
+
+def _write_local_file(folder: int, name: str, data: bytes, *, replace: bool, shown: str) -> None:
+    """Write ``data`` to ``name`` in ``folder`` as a new file, mode 0600 whatever the umask.
+
+    Without ``replace`` an existing entry (a symlink included) is an error; with it, the data goes
+    to a temporary file renamed over the entry, which replaces a symlink, never writes through it.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+    written = f".s3memory-{secrets.token_hex(8)}.tmp" if replace else name
+    try:
+        fd = os.open(written, flags, 0o600, dir_fd=folder)
+    except FileExistsError:
+        try:
+            is_folder = stat.S_ISDIR(os.lstat(name, dir_fd=folder).st_mode)
+        except OSError:
+            is_folder = False
+        why = "is a folder; skipped" if is_folder else "exists (use --force to overwrite)"
+        raise _Skipped(f"Error: {shown} {why}") from None
+    except OSError as error:
+        raise _local_error(error, shown) from None
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if replace:
+                os.fsync(fd)  # the old file is only replaced by a complete new one
+        finally:
+            os.close(fd)
+        if replace:
+            os.rename(written, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException as error:
+        with suppress(OSError):
+            os.unlink(written, dir_fd=folder)
+        if isinstance(error, OSError):
+            raise _local_error(error, shown) from None
+        raise
 
 
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--from", "source", default=ROOT, show_default=True, help="memory directory to export")
-@click.option("--force", is_flag=True, help="overwrite local files that already exist")
+@click.option("--force", is_flag=True, help="replace local files that already exist")
 @click.option("--workers", default=16, show_default=True, type=click.IntRange(1, 64), help="concurrent requests")
 @click.pass_context
 def export(ctx: click.Context, directory: Path, source: str, force: bool, workers: int) -> None:
-    """Decrypt every memory file below --from into DIRECTORY, keeping the tree."""
+    """Decrypt every memory file below --from into DIRECTORY, keeping the tree.
+
+    Files are written mode 0600 and folders made mode 0700, whatever the umask. Symlinks inside
+    DIRECTORY are never followed. An existing file is kept unless --force, which replaces it
+    atomically. A file that cannot be written is reported and the others go on; any failure
+    makes the exit status non-zero.
+    """
+    _check_local_files_supported()
     base = source.rstrip("/")
-    root = directory.resolve()
 
     def write(path: str) -> Callable[[], object]:
         def job() -> object:
             relative = path[len(base) + 1 :] if path.startswith(base + "/") else PurePosixPath(path).name
-            local = (root / relative).resolve()
-            if not local.is_relative_to(root):  # paths were validated; this is the belt to those braces
-                raise InvalidPathError("Error: the path would leave the export directory; skipped")
-            if local.exists() and not force:
-                raise PathExistsError(f"Error: {local} exists (use --force to overwrite)")
-            text = memory.read_text(path)
-            local.parent.mkdir(parents=True, exist_ok=True)
-            return local.write_text(text, encoding="utf-8")
+            parts = relative.split("/")
+            if any(part in ("", ".", "..") or "\0" in part for part in parts):  # paths were validated: belt and braces
+                raise _Skipped("Error: the path would leave the export directory; skipped")
+            data = memory.read_text(path).encode("utf-8")
+            folder = _open_folder(top, str(directory), parts[:-1], create=True)
+            try:
+                _write_local_file(folder, parts[-1], data, replace=force, shown=f"{directory}/{relative}")
+            finally:
+                os.close(folder)
+            return None
 
         return job
 
     with _memory(ctx) as memory:
         entries = memory.list_files(source)
-        failures = _bulk(f"exporting {base}", [(e.path, write(e.path)) for e in entries], workers)
-    _report(f"exported to {directory}", len(entries), failures)
+        top = _open_destination(directory)
+        try:
+            failures = _bulk(f"exporting {base}", [(e.path, write(e.path)) for e in entries], workers)
+        finally:
+            os.close(top)
+    _report(f"exported to {printable(directory, name=True)}", len(entries), failures)
+
+
+def _open_destination(directory: Path) -> int:
+    """``directory``, made mode 0700 if it does not exist (followed if it is a symlink: the user named it)."""
+    try:
+        try:
+            directory.mkdir(mode=0o700, parents=True)
+            created = True
+        except FileExistsError:
+            created = False
+        top = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        if created:
+            os.fchmod(top, 0o700)
+    except OSError as error:
+        _die(f"cannot export to {directory}: {error.strerror or error}", EXIT_REFUSED)
+    return top
 
 
 @cli.command()
@@ -343,18 +602,20 @@ def export(ctx: click.Context, directory: Path, source: str, force: bool, worker
 def info(ctx: click.Context) -> None:
     """Show the tenant, where its memory is, how it is keyed, and its file count and size."""
     from rich.table import Table
+    from rich.text import Text
 
     settings: Settings = ctx.obj
     with _memory(ctx) as memory:
         entries = memory.list_files(ROOT)
         tenant = memory.layout.tenant
         prefix = memory.layout.memory_prefix
+    kms_key = printable(settings.kms_key_id, name=True)
     if settings.key_mode == "kms":
-        keying = f"kms: one KMS data key per object, under {settings.kms_key_id}"
+        keying = f"kms: one KMS data key per object, under {kms_key}"
     elif settings.kms_key_id:
-        keying = f"tenant: one key per user, wrapped by KMS key {settings.kms_key_id}"
+        keying = f"tenant: one key per user, wrapped by KMS key {kms_key}"
     else:
-        master = settings.master_key_file or settings.data_home / "master.key"
+        master = printable(settings.master_key_file or settings.data_home / "master.key", name=True)
         keying = f"tenant: one key per user, wrapped by the local master key {master}"
     directories = {str(PurePosixPath(e.path).parent) for e in entries} - {ROOT}
     total = sum(e.size for e in entries)
@@ -362,15 +623,15 @@ def info(ctx: click.Context) -> None:
     table.add_column(style="bold")
     table.add_column()
     for label, value in (
-        ("user", tenant),
-        ("store", settings.location),
-        ("key prefix", prefix),
+        ("user", printable(tenant, name=True)),
+        ("store", printable(settings.location, name=True)),
+        ("key prefix", printable(prefix, name=True)),
         ("key mode", keying),
         ("files", str(len(entries))),
         ("directories", str(len(directories))),
         ("size", f"{format_size(total)} ({total:,} bytes of plaintext)"),
     ):
-        table.add_row(label, value)
+        table.add_row(label, Text(value))
     _console().print(table)
 
 
@@ -393,9 +654,9 @@ def expire(ctx: click.Context, days: float, delete: bool) -> None:
         report = expire_memories(memory, older_than_days=days, delete=delete)
     for stale in report.stale:
         when = datetime.datetime.fromtimestamp(stale.last_access, datetime.timezone.utc).strftime("%Y-%m-%d")
-        click.echo(f"{when}\t{format_size(stale.size)}\t{stale.path}")
+        click.echo(f"{when}\t{format_size(stale.size)}\t{printable(stale.path, name=True)}")
     for path in report.kept_changed:
-        click.echo(f"{path}: written meanwhile; kept", err=True)
+        click.echo(f"{printable(path, name=True)}: written meanwhile; kept", err=True)
     verb = f"deleted {len(report.deleted)} of" if delete else "found"
     click.echo(f"{verb} {len(report.stale)} memory file(s) not accessed for {days:g} day(s)", err=True)
 
@@ -416,16 +677,21 @@ def rotate_key(ctx: click.Context, retire_after: float | None) -> None:
 
     with _memory(ctx) as memory:
         report = rotate_tenant_key(memory, retire_after=retire_after)
+    # Key ids and object keys come from the bucket: whoever can write to it chooses them.
     click.echo(
-        f"tenant key {report.kid}: {report.rewrapped} file(s) re-wrapped, {report.already_current} already current"
+        f"tenant key {printable(report.kid, name=True)}: {report.rewrapped} file(s) re-wrapped, "
+        f"{report.already_current} already current"
         + (f", {report.raced} changed meanwhile (run again)" if report.raced else "")
     )
     for key in report.unreadable:
-        click.echo(f"{key}: does not unwrap (tampered with, or under a key no longer held)", err=True)
+        click.echo(
+            f"{printable(key, name=True)}: does not unwrap (tampered with, or under a key no longer held)", err=True
+        )
     if report.complete:
         click.echo("rotation complete: no retired key left")
     else:
-        click.echo(f"old key(s) {', '.join(report.retired)} kept for processes that cached them; run again later")
+        retired = ", ".join(printable(kid, name=True) for kid in report.retired)
+        click.echo(f"old key(s) {retired} kept for processes that cached them; run again later")
 
 
 @cli.command("erase-user")
@@ -440,13 +706,13 @@ def erase_user(ctx: click.Context, yes: bool) -> None:
 
     settings: Settings = ctx.obj
     if not yes:
-        message = f"Error: erasing user {settings.user!r} at {settings.location} cannot be undone; add --yes"
-        click.echo(message, err=True)
-        sys.exit(EXIT_USAGE)
+        _die(f"Error: erasing user {settings.user!r} at {settings.location} cannot be undone; add --yes", EXIT_USAGE)
     with _memory(ctx) as memory:
         report = erase_tenant(memory)
     how = "keys destroyed (crypto-shredded)" if report.shredded else "no per-user key to destroy (KMS mode)"
-    click.echo(f"erased {report.tenant}: {how}; {report.versions_deleted} object version(s) deleted")
+    click.echo(
+        f"erased {printable(report.tenant, name=True)}: {how}; {report.versions_deleted} object version(s) deleted"
+    )
 
 
 @cli.command()
@@ -494,10 +760,13 @@ def policy(ctx: click.Context, /, **options: Any) -> None:
     if out is None:
         click.echo(json.dumps(documents, indent=2))
         return
-    out.mkdir(parents=True, exist_ok=True)
     for name, document in documents.items():
-        (out / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
-        click.echo(out / f"{name}.json")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
+        except OSError as error:
+            _die(f"cannot write {out / name}.json: {error.strerror or error}", EXIT_REFUSED)
+        click.echo(printable(out / f"{name}.json", name=True))
 
 
 # -- programs -----------------------------------------------------------------------------
@@ -506,7 +775,8 @@ def demo() -> None:
     """An agent remembering across two sessions (scripted offline; Claude with ANTHROPIC_API_KEY)."""
     from ._demo import run_demo
 
-    run_demo(sys.stdout, api_key=os.environ.get("ANTHROPIC_API_KEY"))
+    # The model's words and the memory's contents go to the terminal: escape what could control it.
+    run_demo(cast(TextIO, _PrintableStream(sys.stdout)), api_key=os.environ.get("ANTHROPIC_API_KEY"))
 
 
 @cli.command()
