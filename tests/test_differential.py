@@ -29,9 +29,14 @@ What must agree, and the documented differences, accounted for precisely:
 * (3) Error strings differ in places. When the reference fails (``ToolError`` or a raw OS
   exception), ours must fail too, with an ``S3MemoryError`` (a clear error, never a raw
   exception). Ours raising anything that is not an ``S3MemoryError`` is always a failure.
+  Except path refusals (issue 11, item 21): where the reference refuses a path (outside
+  ``/memories``, or escaping it with ``..``), ours must refuse it with an
+  ``InvalidPathError`` whose message is the reference's exact text followed by the rule
+  that was broken (`` (...)`` or ``: ...``). A few such paths are in the alphabet.
 * (4) Deliberate contract deviations, where the reference succeeds and ours refuses. These
   inputs are generated but run on ours only, and ours must refuse them with the specific
-  error; the reference is not run, so the two states stay equal: ``/memoriesX...`` paths
+  error; the reference is not run, so the two states stay equal: ``/memoriesX...`` paths,
+  ``..`` and ``.`` segments that stay inside, look-alikes of ``/`` and ``.`` in a name
   (``InvalidPathError``), an empty ``old_str`` (``EditError``). Creating a file under a
   file and renaming a directory into itself are generated freely: the reference raises a
   raw OS exception for them, so rule (3) applies. Each deviation also has a deterministic
@@ -106,8 +111,26 @@ PATHS = [
     "/memories/d/ü",
     "/memories/node_modules/p",
 ]
-# Deviation (4): the reference accepts these (as /memories/X...), ours refuses them.
-FOREIGN_PATHS = ["/memoriesX", "/memoriesX/a"]
+# Deviation (4): the reference accepts these (as /memories/X..., as /memories/a, or as a
+# name that displays as a path or as another name), ours refuses them.
+FOREIGN_PATHS = [
+    "/memoriesX",
+    "/memoriesX/a",
+    "/memories/d/../a",
+    "/memories/./a",
+    "/memories/d\u2215x.md",
+    "/memories/a\uff0emd",
+]
+# Difference (3): both refuse these, ours in the reference's words (plus the rule broken).
+REFUSED_PATHS = [
+    "/notes.md",
+    "/etc/passwd",
+    "../x",
+    "memories/a",
+    "/memories/..",
+    "/memories/../x",
+    "/memories/d/../../x",
+]
 
 # Text pieces: line breaks of every kind (LF, CR, CRLF, U+2028, which is not a line break
 # for either side), multi-byte UTF-8 (2, 3 and 4 bytes), tabs and spaces, and short
@@ -154,11 +177,13 @@ def _memory_path(root: Path, disk_path: Path) -> str:
 
 
 def _draw_path(data: st.DataObject, existing: list[str]) -> str:
-    """Two times in three one of ``existing`` (if any), one in 25 a /memoriesX path, else
-    any path of the alphabet."""
-    kind = data.draw(st.integers(0, 24))
-    if kind == 24:
+    """Nearly two times in three one of ``existing`` (if any), one in 26 a path only ours
+    refuses, one in 26 a path both refuse, else any path of the alphabet."""
+    kind = data.draw(st.integers(0, 25))
+    if kind == 25:
         return data.draw(st.sampled_from(FOREIGN_PATHS))
+    if kind == 24:
+        return data.draw(st.sampled_from(REFUSED_PATHS))
     if kind < 16 and existing:
         return data.draw(st.sampled_from(existing))
     return data.draw(st.sampled_from(PATHS))
@@ -251,9 +276,19 @@ def _deviation(cmd: dict[str, Any]) -> type[S3MemoryError] | None:
     if cmd["command"] == "str_replace" and cmd["old_str"] == "":
         return EditError  # checked before the path
     for key in ("path", "old_path", "new_path"):
-        if key in cmd and cmd[key].startswith("/memoriesX"):
+        if key in cmd and cmd[key] in FOREIGN_PATHS:
             return InvalidPathError
     return None
+
+
+def _assert_refused_in_the_reference_words(theirs: ToolError, ours: BaseException, log: str) -> None:
+    """Difference (3) for paths: ours says exactly what the reference says, then why."""
+    expected = theirs.content
+    assert isinstance(expected, str)
+    assert isinstance(ours, InvalidPathError), f"ours must refuse the path with InvalidPathError\n{log}"
+    message = str(ours)
+    assert message.startswith(expected), f"ours {message!r} does not start with the reference's {expected!r}\n{log}"
+    assert message[len(expected) :].startswith((" (", ": ")), f"{message!r}: no rule after the reference's words\n{log}"
 
 
 def _canonical(path: str) -> str:
@@ -347,6 +382,9 @@ def run_differential(memory: EncryptedMemory, data: st.DataObject) -> None:
                 # exception) must be an error, with an S3MemoryError, on ours.
                 assert isinstance(theirs[1], (ToolError, OSError)), f"reference raised oddly\n{log}"
                 assert not ours[0], f"the reference failed, ours succeeded\n{log}"
+                if isinstance(theirs[1], ToolError) and str(theirs[1].content).startswith("Path "):
+                    event("path refused in the reference's words")
+                    _assert_refused_in_the_reference_words(theirs[1], ours[1], log)
                 continue
             if range_refused:
                 assert not ours[0] and isinstance(ours[1], InvalidCommandError), (
@@ -507,3 +545,90 @@ def test_deviation_view_range_outside_the_file(
         assert reference.call(cmd) == header + shown  # the reference clamps silently
         with pytest.raises(InvalidCommandError, match="view_range"):
             memory.execute(cmd)
+
+
+# -- path refusals in the reference's words (issue 11, item 21) ---------------------------
+OUTSIDE_RULE = " (a path is /memories or starts with /memories/)"
+ESCAPE_RULE = ": '..' segments (directory traversal) are not allowed"
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("/etc/passwd", OUTSIDE_RULE),
+        ("../x", OUTSIDE_RULE),
+        ("", OUTSIDE_RULE),
+        ("memories/a", OUTSIDE_RULE),
+        ("/memories/..", ESCAPE_RULE),
+        ("/memories/../x", ESCAPE_RULE),
+        ("/memories/a/../../x", ESCAPE_RULE),
+        ("/memories/../../etc/passwd", ESCAPE_RULE),
+        ("/memories/caf\u00e9/../../x", ESCAPE_RULE),
+    ],
+)
+def test_path_refusals_in_the_reference_words(
+    pair: tuple[BetaLocalFilesystemMemoryTool, EncryptedMemory], path: str, rule: str
+) -> None:
+    reference, memory = pair
+    for cmd in (
+        {"command": "view", "path": path},
+        {"command": "create", "path": path, "file_text": "x"},
+        {"command": "delete", "path": path},
+        {"command": "rename", "old_path": path, "new_path": "/memories/new"},
+    ):
+        with pytest.raises(ToolError) as theirs:
+            reference.call(cmd)
+        # The reference's exact text: no "Error: " prefix, the path as given.
+        assert theirs.value.content in (
+            f"Path must start with /memories, got: {path}",
+            f"Path {path} would escape /memories directory",
+        )
+        with pytest.raises(InvalidPathError) as ours:
+            memory.execute(cmd)
+        assert str(ours.value) == f"{theirs.value.content}{rule}"
+    assert _our_files(memory) == []
+
+
+def test_path_refusals_echo_unprintable_paths_escaped(
+    pair: tuple[BetaLocalFilesystemMemoryTool, EncryptedMemory],
+) -> None:
+    """The one deliberate difference in those words: the reference echoes a path raw (here an
+    ANSI escape sequence that would recolour a terminal), ours as its repr()."""
+    reference, memory = pair
+    for path, rule in (("/etc/\x1b[31mx", OUTSIDE_RULE), ("/memories/../\x1b[31mx", ESCAPE_RULE)):
+        with pytest.raises(ToolError) as theirs:
+            reference.call({"command": "view", "path": path})
+        assert isinstance(theirs.value.content, str) and path in theirs.value.content
+        with pytest.raises(InvalidPathError) as ours:
+            memory.execute({"command": "view", "path": path})
+        assert str(ours.value) == str(theirs.value.content).replace(path, repr(path)) + rule
+        assert "\x1b" not in str(ours.value)
+
+
+def test_deviation_dot_segments_that_stay_inside(pair: tuple[BetaLocalFilesystemMemoryTool, EncryptedMemory]) -> None:
+    reference, memory = pair
+    # The reference resolves these inside /memories and accepts them; ours refuses every
+    # "." and ".." segment (the documentation: refuse "../" and other traversal patterns).
+    assert reference.call({"command": "create", "path": "/memories/d/../a", "file_text": "t"}).startswith(
+        "File created"
+    )
+    assert reference.call({"command": "create", "path": "/memories/./b", "file_text": "t"}).startswith("File created")
+    assert sorted(p.name for p in reference.memory_root.iterdir()) == ["a", "b"]
+    with pytest.raises(InvalidPathError) as ours:
+        memory.execute({"command": "create", "path": "/memories/d/../a", "file_text": "t"})
+    assert str(ours.value) == "Path /memories/d/../a would escape /memories directory" + ESCAPE_RULE
+    with pytest.raises(InvalidPathError, match=r"'\.' segments are not allowed"):
+        memory.execute({"command": "create", "path": "/memories/./b", "file_text": "t"})
+    assert _our_files(memory) == []
+
+
+def test_deviation_look_alike_names(pair: tuple[BetaLocalFilesystemMemoryTool, EncryptedMemory]) -> None:
+    reference, memory = pair
+    # The reference creates a file whose name displays as a path inside projects/ (and one
+    # that displays as notes.md); ours refuses both (issue 11, item 19).
+    for path in ("/memories/projects\u2215plan.md", "/memories/notes\uff0emd"):
+        assert reference.call({"command": "create", "path": path, "file_text": "t"}).startswith("File created")
+        with pytest.raises(InvalidPathError, match=r"look-alikes of '/', '\\' and '\.' are not allowed"):
+            memory.execute({"command": "create", "path": path, "file_text": "t"})
+    assert sorted(p.name for p in reference.memory_root.iterdir()) == ["notes\uff0emd", "projects\u2215plan.md"]
+    assert _our_files(memory) == []

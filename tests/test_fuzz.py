@@ -11,7 +11,8 @@ properties (one tenant, no bucket prefix, the header parser alone). This file ad
 - paths built from adversarial pieces (traversal, encodings, look-alike separators and
   dots, controls, bidi and zero-width characters, NFC/NFD/NFKC spellings, long segments,
   non-str inputs), checked against an independent statement of the rules (refused
-  exactly when a rule says so, accepted as exactly the NFC spelling), under random
+  exactly when a rule says so, accepted as exactly the NFC spelling; the look-alike rule
+  is ``test_paths``' statement of it, from Unicode's confusables.txt), under random
   tenants, bucket prefixes and path limits;
 - pairs of paths: keys are injective, and a directory's prefix covers exactly its
   descendants (``a`` never covers ``ab``);
@@ -43,6 +44,7 @@ import pytest
 from conftest import MASTER_KEY
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from test_paths import refused_as_look_alike, shown
 
 from s3memory import (
     ConfigurationError,
@@ -151,6 +153,8 @@ def _must_refuse(raw: str, max_path_bytes: int) -> str | None:
             return "separator"
         if _has_forbidden(segment) or _has_forbidden(decoded):
             return "control or invisible"
+        if refused_as_look_alike(segment) or refused_as_look_alike(decoded):
+            return "a look-alike of '/', '\\' or '.'"
         if len(segment.encode("utf-8")) > 255:
             return "long segment"
     return None
@@ -164,10 +168,16 @@ def _canonical(raw: str) -> str:
 
 
 def _assert_clear_error(error: BaseException, names: str | None) -> None:
-    """A refusal the model can read: "Error: ...", naming the input, with nothing raw."""
+    """A refusal the model can read: "Error: ..." (or, for a path outside /memories or a
+    ".." segment, the SDK reference's sentence), naming the input, with nothing raw."""
     assert isinstance(error, S3MemoryError)
     message = str(error)
-    assert message.startswith("Error: "), message
+    if isinstance(error, InvalidPathError) and message.startswith("Path "):
+        assert message.startswith("Path must start with /memories, got: ") or (
+            " would escape /memories directory: '..' segments (directory traversal) are not allowed" in message
+        ), message
+    else:
+        assert message.startswith("Error: "), message
     if names is not None:
         assert names in message, (names, message)
     assert not any(unicodedata.category(ch) in SHOWN_CATEGORIES_NEVER_RAW for ch in message), repr(message)
@@ -191,9 +201,13 @@ prefix_segments = st.builds(
 prefixes = st.one_of(
     st.just(""),
     st.lists(prefix_segments, min_size=1, max_size=4).map(lambda parts: "".join(p + "/" for p in parts)),
-    st.sampled_from(["app/", "memories/", "alice/", "a" * 255 + "/", "/".join(["x" * 62] * 4) + "/"]),
-).filter(lambda p: len(p) <= 256)
-layouts = st.builds(TenantLayout, tenant_ids, prefixes)
+    st.sampled_from(["app/", "memories/", "memories/app/", "alice/", "a" * 255 + "/", "/".join(["x" * 62] * 4) + "/"]),
+).filter(lambda p: len(p) <= 256 and "memories" not in (part.lower() for part in p.split("/")[1:-1]))
+
+
+# Issue 11, item 4: "memories" (in any case) is reserved as a tenant id and as a prefix
+# segment after the first (validate_tenant, validate_prefix).
+layouts = st.builds(TenantLayout, tenant_ids.filter(lambda t: t.lower() != "memories"), prefixes)
 
 # --- strategies: paths ----------------------------------------------------------------
 
@@ -259,14 +273,9 @@ SAFE_TOKENS = [
     "\u65e5\u672c",
     "\U0001f600",
     "\U0001f469\u200d\U0001f4bb",  # an emoji ZWJ sequence (ZWJ is Cf: refused)
-    "\uff0e",  # FULLWIDTH FULL STOP
-    "\uff0e\uff0e",
-    "\uff0f",  # FULLWIDTH SOLIDUS
-    "\uff3c",  # FULLWIDTH REVERSE SOLIDUS
-    "\u2215",  # DIVISION SLASH
-    "\u2044",  # FRACTION SLASH
-    "\u2024",  # ONE DOT LEADER
-    "\u2025",  # TWO DOT LEADER
+    "\u30ce",  # KATAKANA LETTER NO: a look-alike of "/", but a letter (refused only next to dots)
+    "\u3002",  # IDEOGRAPHIC FULL STOP: likewise for "."
+    "\u0660",  # ARABIC-INDIC DIGIT ZERO: likewise
     "\u0627\u0644",  # Arabic letters
     "\u05d0",  # Hebrew alef
     "\u3000",  # ideographic space (Zs)
@@ -326,6 +335,27 @@ HOSTILE_TOKENS = [
     "\u0378",  # unassigned
     "\ufffe",
     "\uffff",
+    # look-alikes of "/", "\\" and "." (issue 11, item 19)
+    "\uff0e",  # FULLWIDTH FULL STOP
+    "\uff0e\uff0e",
+    "\uff0f",  # FULLWIDTH SOLIDUS
+    "\uff3c",  # FULLWIDTH REVERSE SOLIDUS
+    "\ufe68",  # SMALL REVERSE SOLIDUS
+    "\u2215",  # DIVISION SLASH
+    "\u2216",  # SET MINUS
+    "\u2044",  # FRACTION SLASH
+    "\u29f8",  # BIG SOLIDUS
+    "\u2f03",  # KANGXI RADICAL SLASH
+    "\u2024",  # ONE DOT LEADER
+    "\u2025",  # TWO DOT LEADER
+    "\u2026",  # HORIZONTAL ELLIPSIS
+    "\ufe52",  # SMALL FULL STOP
+    "\u2488",  # DIGIT ONE FULL STOP
+    "\u3002\u3002",  # two IDEOGRAPHIC FULL STOPs: ".." under IDNA's mapping
+    "\uff61",  # HALFWIDTH IDEOGRAPHIC FULL STOP
+    "\u0660\u0660",
+    "%ef%bc%8e",  # FULLWIDTH FULL STOP, percent-encoded
+    "%e2%88%95",  # DIVISION SLASH, percent-encoded
 ]
 SEPARATORS = ["/", "/", "/", "//", "\\", "%2f", "\uff0f", "/./", "/../"]
 TRAILERS = ["", "", "/", "//", "\\", "/.", "\uff0f"]
@@ -432,7 +462,7 @@ def test_fuzz_parse_path_accepts_canonically_or_refuses_clearly(raw: object, lay
     except InvalidPathError as error:
         event("refused")
         assert type(error) is InvalidPathError
-        _assert_clear_error(error, repr(raw) if isinstance(raw, str) else type(raw).__name__)
+        _assert_clear_error(error, shown(raw) if isinstance(raw, str) else type(raw).__name__)
         if isinstance(raw, str):
             # Never refused without a reason (the oracle agrees both ways), whatever the spelling.
             assert _must_refuse(raw, 512) is not None, raw
@@ -476,7 +506,7 @@ def _check_accepted_under(layout: TenantLayout, path: MemoryPath, max_path_bytes
     if len(layout.key_for_unchecked(path).encode("utf-8")) > 1024:
         with pytest.raises(InvalidPathError) as caught:
             layout.key_for(path)
-        _assert_clear_error(caught.value, repr(path.display))
+        _assert_clear_error(caught.value, shown(path.display))
         return
     key = layout.key_for(path)
     # deterministic: the same key from the same layout, from an equal layout, and from a re-parse
@@ -520,7 +550,7 @@ def test_fuzz_accepted_paths_map_inside_the_tenant(raw: str, layout: TenantLayou
     except InvalidPathError as error:
         event("refused")
         assert type(error) is InvalidPathError
-        _assert_clear_error(error, repr(raw))
+        _assert_clear_error(error, shown(raw))
         assert reason is not None, raw
         return
     event("accepted")
@@ -706,6 +736,7 @@ def test_fuzz_user_ids_are_safe_key_segments_or_refused(user_id: object, prefix:
     assert accepted == user_id and isinstance(user_id, str)
     assert 1 <= len(user_id) <= 128
     assert user_id not in (".", "..") and not user_id.startswith(".")
+    assert user_id.lower() != "memories"  # reserved (issue 11, item 4)
     assert "/" not in user_id and "\\" not in user_id and "%" not in user_id
     assert user_id.isascii() and user_id.isprintable() and not any(ch.isspace() for ch in user_id)
     layout = TenantLayout(user_id, prefix)

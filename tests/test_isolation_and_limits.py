@@ -42,7 +42,13 @@ TENANT_KEY = "alice/.s3memory/tenant-key"
 
 def _assert_error_message(error: BaseException) -> None:
     message = str(error)
-    assert message.startswith("Error:"), message
+    if isinstance(error, InvalidPathError) and message.startswith("Path "):
+        # Outside /memories and ".." segments: the SDK reference's words, then the rule (issue 11, item 21).
+        assert message.startswith("Path must start with /memories, got: ") or (
+            " would escape /memories directory: " in message
+        ), message
+    else:
+        assert message.startswith("Error:"), message
     assert not any(unicodedata.category(ch) in BAD_CATEGORIES for ch in message), repr(message)
 
 

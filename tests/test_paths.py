@@ -2,27 +2,32 @@
 
 The refusal lists below are the memory tool documentation's MUST (directory traversal,
 ``..\\``, URL-encoded ``%2e%2e%2f``...) plus our own rules from DESIGN.md (NFC, no control
-or invisible characters, no empty / ``.`` / ``..`` segments, bounded bytes). The
-hypothesis tests state what *any* accepted path must look like once it becomes a key.
+or invisible characters, no empty / ``.`` / ``..`` segments, bounded bytes) and issue 11:
+no look-alikes of ``/``, ``\\`` and ``.`` (item 19, checked against an extract of Unicode's
+confusables.txt below), refusals in the SDK reference's words (item 21), and no tenant or
+prefix that puts one deployment inside another's namespace (item 4). The hypothesis tests
+state what *any* accepted path must look like once it becomes a key.
 
 Example budget of the property tests (hypothesis ``max_examples``):
 random text 2,000 + "/memories"-prefixed text 1,500 (two paths each) + traversal
 alphabet 2,500 + hostile alphabet 2,500 + percent-encoding tokens 1,000 + safe names 600 +
-tenants 500 + tenant pairs 500 + prefixes 300 = 11,400 examples.
+look-alike names 800 + tenants 500 + tenant pairs 500 + prefixes 300 + two deployments
+1,500 = 13,700 examples.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 import unicodedata
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from s3memory import ConfigurationError, InvalidPathError, MemoryPath, TenantLayout, parse_path, validate_tenant
-from s3memory._paths import validate_prefix
+from s3memory._paths import _LOOKALIKES_ANYWHERE, _LOOKALIKES_IN_DOT_SEGMENTS, validate_prefix
 
 # Characters that must never appear raw in a key or in an error message shown to the model.
 BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
@@ -85,12 +90,32 @@ ACCEPTED: list[tuple[str, str]] = [
     ("/memories/a..", "a.."),
     ("/memories/" + "a" * 255, "a" * 255),  # the longest segment
     ("/memories/" + "é" * 127 + "a", "é" * 127 + "a"),  # 255 bytes
+    # Letters and digits that confusables.txt lists as look-alikes are ordinary text in
+    # their scripts: accepted inside a name (only "." and ".." spelled with them are refused).
+    ("/memories/\u30ce\u30fc\u30c8.md", "\u30ce\u30fc\u30c8.md"),  # "note" in katakana
+    ("/memories/\u4f1a\u8b70\u3002\u30e1\u30e2.md", "\u4f1a\u8b70\u3002\u30e1\u30e2.md"),  # ideographic full stop
+    ("/memories/\u0662\u0660\u0662\u0664", "\u0662\u0660\u0662\u0664"),  # 2024 in Arabic-Indic digits
+    ("/memories/a\u0338b", "a\u0338b"),  # a combining overlay marks a letter, it separates nothing
 ]
+
+
+# Item 21: where the documentation is silent, the reference's words
+# (``anthropic.tools.memory.BetaLocalFilesystemMemoryTool._validate_path``, no "Error: "),
+# then which rule was broken. Everything else: "Error: ...".
+OUTSIDE = "Path must start with /memories, got: {} (a path is /memories or starts with /memories/)"
+ESCAPES = "Path {} would escape /memories directory: '..' segments (directory traversal) are not allowed"
+
+
+def shown(raw: str) -> str:
+    """How a refusal echoes a path: as given if printable (as the reference does), else repr()."""
+    return raw if raw.isprintable() else repr(raw)
 
 
 def _assert_clean_refusal(error: BaseException) -> None:
     message = str(error)
-    assert message.startswith("Error: "), message
+    assert message.startswith(("Error: ", "Path must start with /memories, got: ", "Path ")), message
+    if message.startswith("Path ") and not message.startswith("Path must start"):
+        assert " would escape /memories directory: '..' segments (directory traversal)" in message, message
     assert not any(unicodedata.category(ch) in BAD_CATEGORIES for ch in message), repr(message)
     message.encode("utf-8")  # no lone surrogates: the message must survive JSON/UTF-8
 
@@ -177,6 +202,260 @@ def test_refusal_echoes_control_characters_escaped() -> None:
         parse_path("/memories/a\x00\n\x1b[31m\u202e")
     message = str(caught.value)
     assert "\\x00" in message and "\\n" in message and "\\x1b" in message and "\\u202e" in message
+
+
+def test_refusal_echoes_a_printable_path_as_given() -> None:
+    # As the reference does (f"...{path}"): no quotes, no escapes, non-ASCII kept.
+    with pytest.raises(InvalidPathError) as caught:
+        parse_path("/memories/caf\u00e9//x")
+    assert str(caught.value) == "Error: Invalid path /memories/caf\u00e9//x: empty path segments ('//') are not allowed"
+    # Anything unprintable (a control, a bidi override, a no-break space): the whole path as repr().
+    for raw in ("/memories/a\x1b]0;x\x07", "/memories/\u202etxt.md", "/etc/\u00a0x", "/memories/../\x00"):
+        with pytest.raises(InvalidPathError) as caught:
+            parse_path(raw)
+        assert repr(raw) in str(caught.value)
+        _assert_clean_refusal(caught.value)
+
+
+# -- item 21: refusals in the reference's words ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw", ["/etc/passwd", "../", "", "/", "memories/a", "/memoriesX", "/memoriesX/a", "/Memories/a"]
+)
+def test_outside_memories_refused_in_the_reference_words(raw: str) -> None:
+    with pytest.raises(InvalidPathError) as caught:
+        parse_path(raw)
+    assert str(caught.value) == OUTSIDE.format(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "detail"),
+    [
+        ("/memories/..", ""),
+        ("/memories/../x", ""),
+        ("/memories/a/../../x", ""),
+        ("/memories/a/..", ""),  # stays inside, but '..' is refused in every position
+        ("/memories/..\\x", ", also between backslashes"),
+        ("/memories/a\\..\\b", ", also between backslashes"),
+        ("/memories/%2e%2e", ", percent-encoded or not"),
+        ("/memories/%2e%2e%2fsecret", ", percent-encoded or not"),
+        ("/memories/%252e%252e%252f", ", percent-encoded or not"),
+        ("/memories/\uff0e\uff0e/x", ", nor look-alikes of '.', '/' and '\\' that spell them"),
+        ("/memories/\u2025", ", nor look-alikes of '.', '/' and '\\' that spell them"),
+        ("/memories/a\u2215..\u2215b", ", nor look-alikes of '.', '/' and '\\' that spell them"),
+        ("/memories/\u3002\u3002", ", nor look-alikes of '.', '/' and '\\' that spell them"),
+        ("/memories/\u0660\u0660", ", nor look-alikes of '.', '/' and '\\' that spell them"),
+    ],
+)
+def test_traversal_refused_in_the_reference_words(raw: str, detail: str) -> None:
+    with pytest.raises(InvalidPathError) as caught:
+        parse_path(raw)
+    assert str(caught.value) == ESCAPES.format(raw) + detail
+
+
+def test_other_refusals_keep_their_own_words() -> None:
+    for raw, why in [
+        ("/memories/./a", "'.' segments are not allowed"),
+        ("/memories/%2e", "'.' segments are not allowed, percent-encoded or not"),
+        ("/memories/a\\b", "backslashes and encoded separators are not allowed"),
+        ("/memories/a%2fb", "backslashes and encoded separators are not allowed"),
+    ]:
+        with pytest.raises(InvalidPathError) as caught:
+            parse_path(raw)
+        assert str(caught.value) == f"Error: Invalid path {raw}: {why}"
+
+
+# -- item 19: look-alikes of "/", "\" and "." --------------------------------------------
+
+# The entries of Unicode's confusables.txt (UTS #39, version 17.0.0, 2025-07-22) whose
+# target is or contains U+002F SOLIDUS, U+005C REVERSE SOLIDUS or U+002E FULL STOP:
+# source ; target ; name. Every one must be handled by _paths (see
+# test_every_confusable_of_a_separator_or_dot_is_handled).
+CONFUSABLES_17 = """
+1D16D ; 002E ; MUSICAL SYMBOL COMBINING AUGMENTATION DOT
+2024 ; 002E ; ONE DOT LEADER
+0701 ; 002E ; SYRIAC SUPRALINEAR FULL STOP
+0702 ; 002E ; SYRIAC SUBLINEAR FULL STOP
+A60E ; 002E ; VAI FULL STOP
+10A50 ; 002E ; KHAROSHTHI PUNCTUATION DOT
+0660 ; 002E ; ARABIC-INDIC DIGIT ZERO
+06F0 ; 002E ; EXTENDED ARABIC-INDIC DIGIT ZERO
+A4F8 ; 002E ; LISU LETTER TONE MYA TI
+2025 ; 002E 002E ; TWO DOT LEADER
+A4FA ; 002E 002E ; LISU LETTER TONE MYA CYA
+2026 ; 002E 002E 002E ; HORIZONTAL ELLIPSIS
+A4FE ; 002D 002E ; LISU PUNCTUATION COMMA
+A4FB ; 002E 002C ; LISU LETTER TONE MYA BO
+2488 ; 006C 002E ; DIGIT ONE FULL STOP
+2489 ; 0032 002E ; DIGIT TWO FULL STOP
+248A ; 0033 002E ; DIGIT THREE FULL STOP
+248B ; 0034 002E ; DIGIT FOUR FULL STOP
+248C ; 0035 002E ; DIGIT FIVE FULL STOP
+248D ; 0036 002E ; DIGIT SIX FULL STOP
+248E ; 0037 002E ; DIGIT SEVEN FULL STOP
+248F ; 0038 002E ; DIGIT EIGHT FULL STOP
+2490 ; 0039 002E ; DIGIT NINE FULL STOP
+2491 ; 006C 004F 002E ; NUMBER TEN FULL STOP
+2492 ; 006C 006C 002E ; NUMBER ELEVEN FULL STOP
+2493 ; 006C 0032 002E ; NUMBER TWELVE FULL STOP
+2494 ; 006C 0033 002E ; NUMBER THIRTEEN FULL STOP
+2495 ; 006C 0034 002E ; NUMBER FOURTEEN FULL STOP
+2496 ; 006C 0035 002E ; NUMBER FIFTEEN FULL STOP
+2497 ; 006C 0036 002E ; NUMBER SIXTEEN FULL STOP
+2498 ; 006C 0037 002E ; NUMBER SEVENTEEN FULL STOP
+2499 ; 006C 0038 002E ; NUMBER EIGHTEEN FULL STOP
+249A ; 006C 0039 002E ; NUMBER NINETEEN FULL STOP
+249B ; 0032 004F 002E ; NUMBER TWENTY FULL STOP
+1F100 ; 004F 002E ; DIGIT ZERO FULL STOP
+1735 ; 002F ; PHILIPPINE SINGLE PUNCTUATION
+2041 ; 002F ; CARET INSERTION POINT
+2215 ; 002F ; DIVISION SLASH
+2044 ; 002F ; FRACTION SLASH
+2571 ; 002F ; BOX DRAWINGS LIGHT DIAGONAL UPPER RIGHT TO LOWER LEFT
+27CB ; 002F ; MATHEMATICAL RISING DIAGONAL
+29F8 ; 002F ; BIG SOLIDUS
+1D23A ; 002F ; GREEK INSTRUMENTAL NOTATION SYMBOL-47
+31D3 ; 002F ; CJK STROKE SP
+3033 ; 002F ; VERTICAL KANA REPEAT MARK UPPER HALF
+2CC7 ; 002F ; COPTIC SMALL LETTER OLD COPTIC ESH
+2CC6 ; 002F ; COPTIC CAPITAL LETTER OLD COPTIC ESH
+30CE ; 002F ; KATAKANA LETTER NO
+4E3F ; 002F ; CJK UNIFIED IDEOGRAPH-4E3F
+2F03 ; 002F ; KANGXI RADICAL SLASH
+29F6 ; 002F 0304 ; SOLIDUS WITH OVERBAR
+2AFD ; 002F 002F ; DOUBLE SOLIDUS OPERATOR
+2AFB ; 002F 002F 002F ; TRIPLE SOLIDUS BINARY RELATION
+27C9 ; 1450 002F ; SUPERSET PRECEDING SOLIDUS
+2100 ; 0061 002F 0063 ; ACCOUNT OF
+2101 ; 0061 002F 0073 ; ADDRESSED TO THE SUBJECT
+2105 ; 0063 002F 006F ; CARE OF
+2106 ; 0063 002F 0075 ; CADA UNA
+0025 ; 00BA 002F 2080 ; PERCENT SIGN
+066A ; 00BA 002F 2080 ; ARABIC PERCENT SIGN
+2052 ; 00BA 002F 2080 ; COMMERCIAL MINUS SIGN
+2030 ; 00BA 002F 2080 2080 ; PER MILLE SIGN
+0609 ; 00BA 002F 2080 2080 ; ARABIC-INDIC PER MILLE SIGN
+2031 ; 00BA 002F 2080 2080 2080 ; PER TEN THOUSAND SIGN
+060A ; 00BA 002F 2080 2080 2080 ; ARABIC-INDIC PER TEN THOUSAND SIGN
+FF3C ; 005C ; FULLWIDTH REVERSE SOLIDUS
+FE68 ; 005C ; SMALL REVERSE SOLIDUS
+2216 ; 005C ; SET MINUS
+27CD ; 005C ; MATHEMATICAL FALLING DIAGONAL
+29F5 ; 005C ; REVERSE SOLIDUS OPERATOR
+29F9 ; 005C ; BIG REVERSE SOLIDUS
+1D20F ; 005C ; GREEK VOCAL NOTATION SYMBOL-16
+1D23B ; 005C ; GREEK INSTRUMENTAL NOTATION SYMBOL-48
+31D4 ; 005C ; CJK STROKE D
+4E36 ; 005C ; CJK UNIFIED IDEOGRAPH-4E36
+2F02 ; 005C ; KANGXI RADICAL DOT
+2CF9 ; 005C 005C ; COPTIC OLD NUBIAN FULL STOP
+244A ; 005C 005C ; OCR DOUBLE BACKSLASH
+27C8 ; 005C 1455 ; REVERSE SOLIDUS PRECEDING SUBSET
+"""
+
+
+def _confusables() -> list[tuple[str, str]]:
+    entries = []
+    for line in CONFUSABLES_17.strip().splitlines():
+        source, target, name = (field.strip() for field in line.split(";"))
+        char = chr(int(source, 16))
+        assert unicodedata.name(char) == name, line
+        entries.append((char, "".join(chr(int(cp, 16)) for cp in target.split())))
+    return entries
+
+
+CONFUSABLES = _confusables()
+# Look-alikes of "%" and "‰" ("º/₀"): they contain a slash glyph but look like a percent sign.
+PERCENT_SIGNS = {"%", "\u066a", "\u2052", "\u2030", "\u0609", "\u2031", "\u060a"}
+STRUCTURAL = "./\\"
+
+
+def _nfkc_adds_structure(ch: str) -> bool:
+    return ch not in STRUCTURAL and any(c in unicodedata.normalize("NFKC", ch) for c in STRUCTURAL)
+
+
+def test_every_confusable_of_a_separator_or_dot_is_handled() -> None:
+    listed = {char for char, _ in CONFUSABLES}
+    for char, target in CONFUSABLES:
+        if char in PERCENT_SIGNS:
+            assert char not in _LOOKALIKES_ANYWHERE and char not in _LOOKALIKES_IN_DOT_SEGMENTS
+        elif _nfkc_adds_structure(char):
+            # Covered by the NFKC rule: refused anywhere.
+            with pytest.raises(InvalidPathError, match="look-alikes"):
+                parse_path(f"/memories/a{char}b")
+        elif unicodedata.category(char)[0] in "LN":
+            # A letter or digit: ordinary text in its script, refused only where it spells "." or "..".
+            assert _LOOKALIKES_IN_DOT_SEGMENTS[char] == target
+            assert parse_path(f"/memories/a{char}b").relative == f"a{char}b"
+        else:
+            # Symbols and punctuation: refused anywhere in a name.
+            assert _LOOKALIKES_ANYWHERE[char] == target
+            with pytest.raises(InvalidPathError) as caught:
+                parse_path(f"/memories/a{char}b")
+            assert str(caught.value) == (
+                f"Error: Invalid path /memories/a{char}b: U+{ord(char):04X} {unicodedata.name(char)} "
+                f"looks like '{target}'; look-alikes of '/', '\\' and '.' are not allowed"
+            )
+    # The tables hold nothing else, but the ideographic full stop (IDNA's other ".").
+    assert set(_LOOKALIKES_ANYWHERE) | set(_LOOKALIKES_IN_DOT_SEGMENTS) == (
+        listed - PERCENT_SIGNS - {c for c in listed if _nfkc_adds_structure(c)}
+    ) | {"\u3002"}
+
+
+def test_every_character_whose_nfkc_form_adds_a_separator_or_dot_is_refused() -> None:
+    found = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and _nfkc_adds_structure(chr(cp))]
+    assert {"\uff0f", "\uff0e", "\uff3c", "\ufe68", "\ufe52", "\u2024", "\u2025", "\u2026", "\u2105"} <= set(found)
+    for char in found:
+        with pytest.raises(InvalidPathError):
+            parse_path(f"/memories/a{char}b")
+        with pytest.raises(InvalidPathError):
+            parse_path("/memories/" + quote(f"a{char}b", safe=""))  # percent-encoded
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "/memories/projects\u2215plan.md",  # DIVISION SLASH: shows as projects/plan.md
+        "/memories/projects\uff0fplan.md",  # FULLWIDTH SOLIDUS
+        "/memories/projects\u2044plan.md",  # FRACTION SLASH
+        "/memories/projects\u29f8plan.md",  # BIG SOLIDUS
+        "/memories/projects\u1735plan.md",  # PHILIPPINE SINGLE PUNCTUATION
+        "/memories/projects\u2f03plan.md",  # KANGXI RADICAL SLASH
+        "/memories/a\uff3cb",  # FULLWIDTH REVERSE SOLIDUS
+        "/memories/a\u2216b",  # SET MINUS
+        "/memories/a\u29f5b",  # REVERSE SOLIDUS OPERATOR
+        "/memories/a\ufe68b",  # SMALL REVERSE SOLIDUS
+        "/memories/notes\uff0emd",  # FULLWIDTH FULL STOP: shows as notes.md, another file
+        "/memories/notes\u2024md",  # ONE DOT LEADER
+        "/memories/notes\ufe52md",  # SMALL FULL STOP
+        "/memories/\uff0eenv",  # shows as a hidden name, and is not one
+        "/memories/a\u2026",  # HORIZONTAL ELLIPSIS: write "..." instead
+        "/memories/\u2488txt",  # DIGIT ONE FULL STOP: shows as 1.txt
+        "/memories/\u3002",  # IDEOGRAPHIC FULL STOP alone: a "." segment under IDNA's mapping
+        "/memories/\uff61",  # HALFWIDTH IDEOGRAPHIC FULL STOP
+        "/memories/\u0660",  # ARABIC-INDIC DIGIT ZERO alone: shows as "."
+        "/memories/..\u30cex",  # "..", then KATAKANA LETTER NO: shows as ../x
+        "/memories/%E2%88%95",  # DIVISION SLASH, percent-encoded
+        "/memories/%EF%BC%8E%EF%BC%8E",  # two FULLWIDTH FULL STOPs, percent-encoded
+    ],
+)
+def test_look_alikes_of_separators_and_dots_are_refused(raw: str) -> None:
+    with pytest.raises(InvalidPathError) as caught:
+        parse_path(raw)
+    _assert_clean_refusal(caught.value)
+    # Nor does a key holding one (written before this rule) show as a file.
+    relative = raw[len("/memories/") :]
+    assert LAYOUT.path_for_key("alice/memories/" + relative) is None
+
+
+def test_look_alike_refusal_names_the_character() -> None:
+    with pytest.raises(InvalidPathError) as caught:
+        parse_path("/memories/projects\u2215plan.md")
+    assert str(caught.value) == (
+        "Error: Invalid path /memories/projects\u2215plan.md: U+2215 DIVISION SLASH looks like '/'; "
+        "look-alikes of '/', '\\' and '.' are not allowed"
+    )
 
 
 @pytest.mark.parametrize(("raw", "relative"), ACCEPTED, ids=repr)
@@ -287,8 +566,19 @@ percent_paths = st.builds(
 SAFE_CHARS = st.characters(categories=["Lu", "Ll", "Lo", "Nd", "Mn"], exclude_characters="/\\%") | st.sampled_from(
     list(" -_.~@+=,;:!()[]")
 )
+# What a name displays as, per the confusables.txt extract above (and IDNA's ideographic
+# full stop): the oracle for the look-alike rule, independent of _paths' tables.
+DISPLAYED = str.maketrans({char: target for char, target in CONFUSABLES if char not in PERCENT_SIGNS} | {"\u3002": "."})
+
+
+def _displays_as_dot_segment(segment: str) -> bool:
+    """True if ``segment`` shows as "." or "..", alone or between (look-alike) separators."""
+    shown_parts = re.split(r"[/\\]", unicodedata.normalize("NFKC", segment).translate(DISPLAYED))
+    return any(part in (".", "..") for part in shown_parts)
+
+
 safe_segment = st.text(SAFE_CHARS, min_size=1, max_size=12).filter(
-    lambda s: unicodedata.normalize("NFC", s).strip(".") != ""
+    lambda s: unicodedata.normalize("NFC", s).strip(".") != "" and not _displays_as_dot_segment(s)
 )
 
 PROPERTY_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -351,12 +641,56 @@ def test_property_safe_names_are_accepted(parts: list[str]) -> None:
     _check_accepted(raw, path)
 
 
+# Names from safe characters, dots, and every confusable of "/", "\\" and ".".
+LOOKALIKE_NAME_CHARS = st.one_of(
+    st.sampled_from(["\u3002", "\uff61", "\uff0e", "\u2215", *(char for char, _ in CONFUSABLES if char != "%")]),
+    st.sampled_from([*"..ab-_ ", "\u00e9", "\u65e5"]),
+    SAFE_CHARS,
+)
+
+
+def refused_as_look_alike(segment: str) -> bool:
+    """The look-alike rule restated: a character that NFKC turns into one containing "/",
+    "\\" or ".", or a listed confusable that is not a letter or digit, anywhere; or a
+    segment that displays as "." or ".."."""
+    for char in segment:
+        if _nfkc_adds_structure(char):
+            return True
+        listed = ord(char) in DISPLAYED and char not in PERCENT_SIGNS and char != "\u3002"
+        if listed and unicodedata.category(char)[0] not in "LN":
+            return True
+    return _displays_as_dot_segment(segment)
+
+
+@settings(max_examples=800, **PROPERTY_SETTINGS)
+@given(st.lists(st.lists(LOOKALIKE_NAME_CHARS, min_size=1, max_size=8).map("".join), min_size=1, max_size=3))
+def test_property_look_alike_names(parts: list[str]) -> None:
+    nfc = [unicodedata.normalize("NFC", part) for part in parts]
+    if any(part.strip(".") == "" for part in nfc):
+        return  # ".", ".." and "...": the ASCII rules, tested above
+    raw = "/memories/" + "/".join(parts)
+    refused = any(refused_as_look_alike(part) for part in nfc)
+    try:
+        path = parse_path(raw)
+    except InvalidPathError as error:
+        assert refused, (raw, str(error))
+        _assert_clean_refusal(error)
+        event("refused")
+        return
+    assert not refused, raw
+    event("accepted")
+    _check_accepted(raw, path)
+
+
 # -- tenants --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "tenant",
-    ["", "/", "a/b", ".", "..", ".hidden", "-a", "a\x00", "a\n", "a ", "é", "a" * 129, None, 5, b"alice"],
+    [
+        *["", "/", "a/b", ".", "..", ".hidden", "-a", "a\x00", "a\n", "a ", "é", "a" * 129, None, 5, b"alice"],
+        *["memories", "Memories", "MEMORIES"],  # reserved (item 4)
+    ],
     ids=repr,
 )
 def test_validate_tenant_refuses(tenant: object) -> None:
@@ -367,7 +701,9 @@ def test_validate_tenant_refuses(tenant: object) -> None:
         TenantLayout(tenant)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("tenant", ["alice", "user-1", "a.b@example.com", "A_Z=+", "0", "a" * 128])
+@pytest.mark.parametrize(
+    "tenant", ["alice", "user-1", "a.b@example.com", "A_Z=+", "0", "a" * 128, "memories2", "my-memories", "memory"]
+)
 def test_validate_tenant_accepts(tenant: str) -> None:
     assert validate_tenant(tenant) == tenant
     layout = TenantLayout(tenant)
@@ -419,7 +755,9 @@ def test_property_tenant_prefixes_never_nest(first: str, second: str) -> None:
 # -- the bucket-wide prefix -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("prefix", ["", "app/", "a/b/", "app.v1/memory-store/", "a" * 255 + "/"])
+@pytest.mark.parametrize(
+    "prefix", ["", "app/", "a/b/", "app.v1/memory-store/", "a" * 255 + "/", "memories/", "memories/app/", "app/memory/"]
+)
 def test_validate_prefix_accepts(prefix: str) -> None:
     assert validate_prefix(prefix) == prefix
     assert TenantLayout("alice", prefix).memory_prefix == f"{prefix}alice/memories/"
@@ -427,7 +765,25 @@ def test_validate_prefix_accepts(prefix: str) -> None:
 
 @pytest.mark.parametrize(
     "prefix",
-    ["app", "/app/", "a//", "../", "a/../", "./", "a/./", "/", "a\\b/", "a b/", "a\x00/", "a" * 256 + "/", None, 5],
+    [
+        *[
+            "app",
+            "/app/",
+            "a//",
+            "../",
+            "a/../",
+            "./",
+            "a/./",
+            "/",
+            "a\\b/",
+            "a b/",
+            "a\x00/",
+            "a" * 256 + "/",
+            None,
+            5,
+        ],
+        *["app/memories/", "a/b/Memories/", "memories/memories/", "app/MEMORIES/x/"],  # item 4
+    ],
     ids=repr,
 )
 def test_validate_prefix_refuses(prefix: object) -> None:
@@ -454,3 +810,105 @@ def test_property_prefixes(prefix: str) -> None:
     key = layout.key_for(MemoryPath("x"))
     assert key == f"{prefix}alice/memories/x"
     assert posixpath.normpath("/root/" + key) == "/root/" + key
+
+
+# -- item 4: deployments sharing a bucket ---------------------------------------------
+
+
+def test_reserved_tenant_and_prefix_segment_are_refused_clearly() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        validate_tenant("memories")
+    assert str(caught.value) == (
+        "user_id 'memories' is reserved: under a prefix such as 'app/', its objects would lie inside the "
+        "memory files of user 'app' of a deployment with no prefix; choose another user_id"
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        validate_prefix("team/app/memories/")
+    assert str(caught.value) == (
+        "prefix 'team/app/memories/' is not allowed: its segment 'memories' would put this deployment inside "
+        "the memory files of user 'app' of a deployment with prefix 'team/'; a segment named 'memories' "
+        "(in any case) may only come first"
+    )
+
+
+def test_why_memories_is_reserved() -> None:
+    # Without the rule, these two deployments would overlap: tenant "app" with no prefix
+    # owns "app/memories/...", where prefix "app/" would keep tenant "memories", and where
+    # prefix "app/memories/" would keep every tenant.
+    app = TenantLayout("app")
+    assert "app/" + "memories/" + "memories/" + "notes.md" == app.key_for(MemoryPath("memories/notes.md"))
+    assert ("app/memories/" + "alice/memories/x").startswith(app.memory_prefix)
+    with pytest.raises(ConfigurationError):
+        TenantLayout("memories", "app/")
+    with pytest.raises(ConfigurationError):
+        TenantLayout("alice", "app/memories/")
+    # A first segment "memories" is fine: no tenant comes before it.
+    first = TenantLayout("alice", "memories/")
+    assert not first.memory_prefix.startswith(TenantLayout("memories2").memory_prefix)
+
+
+DEPLOYMENT_SEGMENTS = ["app", "memories", "Memories", "alice", "a", "x", "s3memory", "app2", "memories2"]
+deployment_segments = st.one_of(st.sampled_from(DEPLOYMENT_SEGMENTS), tenant_ids.filter(lambda t: len(t) <= 20))
+deployment_prefixes = st.lists(deployment_segments, max_size=3).map(lambda parts: "".join(p + "/" for p in parts))
+deployment_path_segments = st.sampled_from(["memories", ".s3memory", "app", "alice", "notes.md", "a", "x.md"])
+INTERNAL_NAMES = ["tenant-key", "names-key", "access/0123abcd", "intents/rename-0123", "rotation/next-key", ""]
+
+
+@st.composite
+def two_deployments(draw: st.DrawFn) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(prefix, tenant) twice, the second often built on the first so that they nest."""
+    prefix, tenant = draw(deployment_prefixes), draw(deployment_segments)
+    parts = [*prefix.split("/")[:-1], tenant]
+    cut = draw(st.integers(0, len(parts) - 1))
+    other = draw(
+        st.sampled_from(
+            [
+                (draw(deployment_prefixes), draw(deployment_segments)),  # independent
+                ("".join(p + "/" for p in parts[:cut]), parts[cut]),  # a shorter prefix, same keys
+                (prefix + tenant + "/", draw(deployment_segments)),  # built on the first tenant
+                (prefix + tenant + "/memories/", draw(deployment_segments)),
+                (prefix, draw(deployment_segments)),  # same prefix, another tenant
+                (draw(deployment_prefixes), tenant),  # same tenant, another prefix
+            ]
+        )
+    )
+    return (prefix, tenant), other
+
+
+def _keys_of(layout: TenantLayout, paths: list[MemoryPath]) -> list[str]:
+    keys = [layout.memory_prefix, layout.internal_prefix]
+    keys += [layout.internal_prefix + name for name in INTERNAL_NAMES]
+    keys += [layout.key_for(path) for path in paths] + [layout.dir_prefix(path) for path in paths]
+    return keys
+
+
+@settings(max_examples=1500, **PROPERTY_SETTINGS)
+@given(two_deployments(), st.lists(st.lists(deployment_path_segments, min_size=1, max_size=4), max_size=3))
+def test_property_two_deployments_never_overlap(
+    pairs: tuple[tuple[str, str], tuple[str, str]], raw_paths: list[list[str]]
+) -> None:
+    """TenantLayout's invariant: for two different (prefix, tenant) pairs, accepted by the
+    validators, no key of one starts with the other's memory or internal prefix."""
+    layouts = []
+    for prefix, tenant in pairs:
+        try:
+            layouts.append(TenantLayout(tenant, prefix))
+        except ConfigurationError:
+            # Refused, and only for the reserved name or a tenant id's "@", which no prefix may hold.
+            reserved = [tenant, *prefix.split("/")[1:-1]]  # the tenant, and prefix segments after the first
+            assert "memories" in (s.lower() for s in reserved) or "@" in prefix, (prefix, tenant)
+            event("a deployment refused")
+            return
+    a, b = layouts
+    if (a.prefix, a.tenant) == (b.prefix, b.tenant):
+        event("the same deployment")
+        return
+    event(
+        "nested prefixes" if a.memory_prefix.startswith(b.prefix) or b.memory_prefix.startswith(a.prefix) else "apart"
+    )
+    paths = [MemoryPath("/".join(parts)) for parts in raw_paths]
+    for x, y in ((a, b), (b, a)):
+        for key in _keys_of(x, paths):
+            assert not key.startswith(y.memory_prefix), (key, y.memory_prefix)
+            assert not key.startswith(y.internal_prefix), (key, y.internal_prefix)
+            assert y.path_for_key(key) is None

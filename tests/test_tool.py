@@ -79,7 +79,8 @@ def test_errors_reach_the_model_as_tool_errors() -> None:
     ]:
         with pytest.raises(ToolError) as info:
             tool.call(bad)
-        assert str(info.value).startswith("Error:")
+        # A path outside /memories is refused in the SDK reference's words (issue 11, item 21).
+        assert str(info.value).startswith(("Error:", "Path must start with /memories, got: /etc/passwd"))
 
 
 def test_unexpected_exceptions_become_generic_tool_errors(caplog: pytest.LogCaptureFixture) -> None:
