@@ -53,17 +53,35 @@ _LEGACY_KEYS = ("x-amz-key", "x-amz-key-v2", "x-amz-iv", "x-amz-cek-alg", "x-amz
 
 CONTEXT_TENANT = "s3memory:tenant"
 CONTEXT_PATH = "s3memory:path"
+CONTEXT_PREFIX = "s3memory:prefix"
 
 
-def binding_context(tenant: str, virtual_path: str) -> dict[str, str]:
-    """The encryption context that binds an object to its tenant and virtual path.
+def deployment_name(prefix: str) -> str:
+    """How a binding names its deployment: the key prefix, the empty one written as ``/``
+    (which no valid prefix is, and an encryption-context value must not be empty)."""
+    return prefix or "/"
 
+
+def binding_context(tenant: str, virtual_path: str, *, prefix: str | None = None) -> dict[str, str]:
+    """The encryption context that binds an object to its deployment, tenant and virtual path.
+
+    Binding version 2 (``prefix`` given, what s3memory writes): ``{s3memory:tenant,
+    s3memory:prefix, s3memory:path}``, so an object copied between two deployments sharing
+    a bucket and a key fails to open. Version 1 (``prefix=None``): ``{s3memory:tenant,
+    s3memory:path}``, what s3memory 0.1 wrote; still read (see :func:`is_unbound_legacy`).
     The path is hashed (SHA-256, hex) to keep metadata small and ASCII whatever the file
     name. Pass this as ``EncryptionContext`` to the official S3 Encryption Client to read a
     KMS-per-object s3memory object.
     """
     digest = hashlib.sha256(virtual_path.encode("utf-8")).hexdigest()
-    return {CONTEXT_TENANT: tenant, CONTEXT_PATH: digest}
+    if prefix is None:
+        return {CONTEXT_TENANT: tenant, CONTEXT_PATH: digest}
+    return {CONTEXT_TENANT: tenant, CONTEXT_PREFIX: deployment_name(prefix), CONTEXT_PATH: digest}
+
+
+def is_unbound_legacy(context: Mapping[str, str]) -> bool:
+    """True for a stored context of binding version 1 (no deployment in it)."""
+    return CONTEXT_PREFIX not in context
 
 
 def canonical_json(mapping: Mapping[str, str]) -> str:

@@ -8,7 +8,7 @@ inherits the Python built-in that a caller would naturally catch::
     S3MemoryError
     ├── ConfigurationError (ValueError)       bad user id, master key, options
     ├── InvalidCommandError (ValueError)      malformed command input from the model
-    │   ├── InvalidPathError                  traversal, bad characters, too long
+    │   ├── InvalidPathError                  traversal, bad characters, look-alikes, too long
     │   └── EditError                         old_str not found / not unique, bad line
     ├── LimitExceededError (ValueError)       file too large
     ├── PathNotFoundError (FileNotFoundError)
@@ -21,7 +21,8 @@ inherits the Python built-in that a caller would naturally catch::
         ├── PreconditionFailedError           a conditional request lost a race
         ├── StorageAccessDeniedError (PermissionError)
         ├── BucketNotFoundError
-        └── StorageUnavailableError           throttling, timeouts, network
+        ├── StorageUnavailableError           throttling, timeouts, network
+        └── ObjectTooLargeError               a stored object over the reader's size bound
 """
 
 from __future__ import annotations
@@ -97,3 +98,15 @@ class BucketNotFoundError(StorageError):
 
 class StorageUnavailableError(StorageError):
     """Throttling, a timeout or a network failure that outlasted the retries."""
+
+
+class ObjectTooLargeError(StorageError):
+    """A stored object is larger than the reader allows; it was not read (a planted
+    multi-gigabyte object must not exhaust memory). ``size`` is what the store reported,
+    or ``None`` if it could not tell before reading."""
+
+    def __init__(
+        self, message: str = "Error: a stored object is too large to read", *, size: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.size = size

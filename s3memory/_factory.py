@@ -105,6 +105,8 @@ def open_memory(
             master=master,
             cache=cache,
             store_identity=store.identity,
+            prefix=layout.prefix,
+            files_prefix=layout.memory_prefix,
         )
     elif key_mode == "kms":
         if kms_key_id is None or master_key is not None:
@@ -125,18 +127,32 @@ def open_memory(
             store_identity=store.identity,
             # A cold process fetches the tenant key alongside the names key, not after it.
             prefetch=keyring.prepare if isinstance(keyring, TenantKeyring) else None,
+            prefix=layout.prefix,
         )
         layout = replace(layout, names=names)
+    screen: Callable[[str], str] | None = None
+    screen_edit: Callable[[str, str], str] | None = None
     if isinstance(sensitive_data, str):
         from ._guard import SecretGuard
 
-        screen: Callable[[str], str] | None = SecretGuard(sensitive_data).apply if sensitive_data != "allow" else None
+        if sensitive_data != "allow":
+            guard = SecretGuard(sensitive_data)
+            screen, screen_edit = guard.apply, guard.screen_edit
     elif callable(sensitive_data):
+        # A guard of the application's own screens whole edited files if it can (screen_edit).
         screen = sensitive_data
+        candidate = getattr(sensitive_data, "screen_edit", None)
+        screen_edit = candidate if callable(candidate) else None
     else:
         raise ConfigurationError('sensitive_data must be "refuse", "redact", "allow" or a callable')
     if not isinstance(track_access, bool):
         raise ConfigurationError("track_access must be True or False")
     return EncryptedMemory(
-        store=store, layout=layout, keyring=keyring, limits=limits, screen_text=screen, track_access=track_access
+        store=store,
+        layout=layout,
+        keyring=keyring,
+        limits=limits,
+        screen_text=screen,
+        screen_edit=screen_edit,
+        track_access=track_access,
     )

@@ -11,8 +11,8 @@ Two keyrings, one interface (:class:`Keyring`):
   binding as encryption context (``x-amz-w`` = ``12``), exactly as the official S3
   Encryption Client does, so it can read our objects and we can read its objects.
 
-Both bind every data key to (tenant, virtual path): a wrapped key moved to another path or
-tenant fails to unwrap.
+Both bind every data key to (deployment, tenant, virtual path): a wrapped key moved to
+another path, tenant or deployment fails to unwrap (see ``_envelope.binding_context``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._envelope import (
+    CONTEXT_PREFIX,
     CONTEXT_TENANT,
     DATA_KEY_BYTES,
     KMS_RESERVED_CONTEXT_KEY,
@@ -39,11 +40,16 @@ from ._envelope import (
     WRAP_KMS_CONTEXT,
     WrappedKey,
     canonical_json,
+    deployment_name,
 )
-from ._errors import ConfigurationError, IntegrityError, PreconditionFailedError, TenantKeyError
+from ._errors import ConfigurationError, IntegrityError, ObjectTooLargeError, PreconditionFailedError, TenantKeyError
 from .stores import ObjectStore, StoredObject
 
-TENANT_KEY_FORMAT_VERSION = 1
+# Key documents (tenant key, names key) of version 1 wrap their keys under a context without
+# the deployment; version 2, what s3memory writes now, adds ``s3memory:prefix``. Both are read.
+KEY_DOCUMENT_VERSION = 2
+KEY_DOCUMENT_VERSIONS = (1, 2)
+TENANT_KEY_FORMAT_VERSION = KEY_DOCUMENT_VERSION
 CONTEXT_KEY_ID = "s3memory:kid"
 CONTEXT_PURPOSE = "s3memory:purpose"
 # AAD of a locally wrapped data key: the V3 AES/GCM keyring's cipher name, then the
@@ -112,9 +118,11 @@ def process_key_cache() -> KeyCache:
 
 
 class Keyring(ABC):
-    """Makes, wraps and unwraps data keys bound to a binding context (tenant + path)."""
+    """Makes, wraps and unwraps data keys bound to a binding context (deployment, tenant, path)."""
 
     algorithm: str
+    #: True if :meth:`generate` makes a request (KMS), so callers send it alongside others.
+    generates_remotely: bool = False
 
     def is_warm(self) -> bool:
         """True if unwrapping needs no request of its own (nothing to :meth:`prepare`)."""
@@ -134,14 +142,6 @@ class Keyring(ABC):
     @abstractmethod
     def unwrap(self, wrapped: WrappedKey, binding: dict[str, str]) -> bytes:
         """The data key, if ``wrapped`` was made for exactly ``binding``; else IntegrityError."""
-
-    def rewrap_if_stale(self, data_key: bytes, wrapped: WrappedKey, binding: dict[str, str]) -> WrappedKey:
-        """``wrapped``, or ``data_key`` wrapped afresh if ``wrapped`` used a retired key.
-
-        For writers that keep a file's data key (edits): after a tenant key rotation they
-        write the file back under the current key instead of the one they read.
-        """
-        return wrapped
 
     def forget(self, tenant: str) -> None:  # noqa: B027 - optional hook
         """Drop every key of ``tenant`` this keyring cached (after the tenant was erased)."""
@@ -254,18 +254,34 @@ _MISSING_TENANT_KEY = (
 _CORRUPT_TENANT_KEY = "Error: The tenant key of this memory failed its integrity check."
 
 
-def key_document_context(tenant: str, purpose: str, key_id: str) -> dict[str, str]:
-    """The context a master key wraps a tenant's internal key under (tenant key, names key)."""
-    return {CONTEXT_TENANT: tenant, CONTEXT_PURPOSE: purpose, CONTEXT_KEY_ID: key_id}
+def key_document_context(tenant: str, purpose: str, key_id: str, *, prefix: str, version: int) -> dict[str, str]:
+    """The context a master key wraps a tenant's internal key under (tenant key, names key),
+    as the key document's ``version`` defines it (version 1 has no deployment)."""
+    context = {CONTEXT_TENANT: tenant, CONTEXT_PURPOSE: purpose, CONTEXT_KEY_ID: key_id}
+    if version >= 2:
+        context[CONTEXT_PREFIX] = deployment_name(prefix)
+    return context
 
 
 # What a malformed key document can raise while it is parsed (JSON, base64, numbers, nesting).
 KEY_DOCUMENT_ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError, binascii.Error)
+# A key document is a few hundred bytes (a tenant key with 16 retired keys: under 4 KiB).
+MAX_KEY_DOCUMENT_BYTES = 64 * 1024
 
 
-def parse_key_document(body: bytes, *, version: int, what: str) -> tuple[dict[str, Any], str, str, bytes]:
-    """A stored key document ``{"v", "kid", "wrapper", "wrapped", ...}``: (the whole
-    document, key id, wrapper kind, wrapped key). TenantKeyError if it is malformed."""
+@dataclass(frozen=True)
+class KeyDocument:
+    """A stored key document ``{"v", "kid", "wrapper", "wrapped", ...}``, parsed."""
+
+    fields: dict[str, Any]
+    version: int
+    kid: str
+    wrapper: str
+    wrapped: bytes
+
+
+def parse_key_document(body: bytes, *, what: str) -> KeyDocument:
+    """Parse a stored key document of any readable version. TenantKeyError if it is malformed."""
     corrupt = f"Error: The {what} of this memory failed its integrity check."
     try:
         document = json.loads(body)
@@ -273,9 +289,19 @@ def parse_key_document(body: bytes, *, version: int, what: str) -> tuple[dict[st
         wrapped = base64.b64decode(document["wrapped"], validate=True)
     except KEY_DOCUMENT_ERRORS:
         raise TenantKeyError(corrupt) from None
-    if found != version or not isinstance(key_id, str) or not isinstance(kind, str):
+    if isinstance(found, bool) or found not in KEY_DOCUMENT_VERSIONS:
         raise TenantKeyError(corrupt)
-    return document, key_id, kind, wrapped
+    if not isinstance(key_id, str) or not isinstance(kind, str):
+        raise TenantKeyError(corrupt)
+    return KeyDocument(document, found, key_id, kind, wrapped)
+
+
+def get_key_document(store: ObjectStore, key: str, *, what: str) -> StoredObject | None:
+    """A stored key document, read with a size bound (a huge object there is a corrupt document)."""
+    try:
+        return store.get(key, max_bytes=MAX_KEY_DOCUMENT_BYTES)
+    except ObjectTooLargeError:
+        raise TenantKeyError(f"Error: The {what} of this memory failed its integrity check.") from None
 
 
 def unwrap_key_document_key(
@@ -321,10 +347,12 @@ class TenantKeys:
         key: bytes,
         wrapped: bytes,
         wrapper: str,
-        unwrap_retired: Callable[[RetiredKey], bytes],
+        unwrap_retired: Callable[[RetiredKey, int], bytes],
         retired: Iterable[RetiredKey] = (),
         etag: str = "",
+        version: int = KEY_DOCUMENT_VERSION,
     ) -> None:
+        self.version = version  # of the document: which context every key in it is wrapped under
         self.kid = kid
         self.key = key
         self.wrapped = wrapped
@@ -346,7 +374,7 @@ class TenantKeys:
         with self._lock:
             key = self._opened.get(kid)
             if key is None:
-                key = self._unwrap_retired(entry)
+                key = self._unwrap_retired(entry, self.version)
                 self._opened[kid] = key
             return key
 
@@ -360,6 +388,7 @@ class TenantKeys:
             unwrap_retired=self._unwrap_retired,
             retired=self.retired if retired is None else retired,
             etag=self.etag if etag is None else etag,
+            version=self.version,
         )
         kept = {r.kid for r in evolved.retired}
         with self._lock:
@@ -370,7 +399,7 @@ class TenantKeys:
         """The stored form: ``{"v", "kid", "wrapper", "wrapped"}`` and, during a rotation,
         ``"retired": [{"kid", "wrapped", "retired_at"}]`` (every key wrapped by the master key)."""
         document: dict[str, Any] = {
-            "v": TENANT_KEY_FORMAT_VERSION,
+            "v": self.version,
             "kid": self.kid,
             "wrapper": self.wrapper,
             "wrapped": base64.b64encode(self.wrapped).decode(),
@@ -403,9 +432,13 @@ class TenantKeyring(Keyring):
         master: MasterKey,
         cache: KeyCache,
         store_identity: str,
+        prefix: str = "",
+        files_prefix: str | None = None,
     ) -> None:
         self._store = store
         self._tenant = tenant
+        self._prefix = prefix
+        self._files_prefix = files_prefix
         self._object_key = tenant_key_object
         self._master = master
         self._cache = cache
@@ -429,8 +462,8 @@ class TenantKeyring(Keyring):
     def key_cache(self) -> KeyCache:
         return self._cache
 
-    def _tenant_context(self, key_id: str) -> dict[str, str]:
-        return key_document_context(self._tenant, "tenant-key", key_id)
+    def _tenant_context(self, key_id: str, version: int) -> dict[str, str]:
+        return key_document_context(self._tenant, "tenant-key", key_id, prefix=self._prefix, version=version)
 
     # -- the document, cached ---------------------------------------------------------
     def keys(self, *, create: bool) -> TenantKeys:
@@ -491,17 +524,16 @@ class TenantKeyring(Keyring):
 
     # -- the document, stored ---------------------------------------------------------
     def _load(self) -> TenantKeys | None:
-        stored = self._store.get(self._object_key)
+        stored = get_key_document(self._store, self._object_key, what="tenant key")
         return None if stored is None else self.open_document(stored)
 
     def open_document(self, stored: StoredObject) -> TenantKeys:
         """Parse a stored tenant key document and unwrap its current key (retired keys are
         unwrapped when first needed). TenantKeyError if it is malformed or does not unwrap."""
-        document, key_id, kind, wrapped = parse_key_document(
-            stored.body, version=TENANT_KEY_FORMAT_VERSION, what="tenant key"
-        )
+        parsed = parse_key_document(stored.body, what="tenant key")
+        key_id, version = parsed.kid, parsed.version
         try:
-            listed = document.get("retired", [])
+            listed = parsed.fields.get("retired", [])
             if not isinstance(listed, list) or len(listed) > MAX_RETIRED_KEYS:
                 raise ValueError("retired keys")
             retired = [self._retired_entry(item) for item in listed]
@@ -512,12 +544,13 @@ class TenantKeyring(Keyring):
             raise TenantKeyError(_CORRUPT_TENANT_KEY)
         return TenantKeys(
             kid=key_id,
-            key=self._unwrap_with_master(wrapped, key_id, kind=kind),
-            wrapped=wrapped,
-            wrapper=kind,
+            key=self._unwrap_with_master(parsed.wrapped, key_id, version, kind=parsed.wrapper),
+            wrapped=parsed.wrapped,
+            wrapper=parsed.wrapper,
             unwrap_retired=self._unwrap_retired,
             retired=retired,
             etag=stored.etag,
+            version=version,
         )
 
     @staticmethod
@@ -529,16 +562,17 @@ class TenantKeyring(Keyring):
             raise TypeError("retired key")
         return RetiredKey(kid, base64.b64decode(item["wrapped"], validate=True), float(retired_at))
 
-    def _unwrap_with_master(self, wrapped: bytes, key_id: str, *, kind: str | None = None) -> bytes:
-        context = self._tenant_context(key_id)
+    def _unwrap_with_master(self, wrapped: bytes, key_id: str, version: int, *, kind: str | None = None) -> bytes:
+        context = self._tenant_context(key_id, version)
         kind = self._master.kind if kind is None else kind
         return unwrap_key_document_key(self._master, kind, wrapped, context, size=DATA_KEY_BYTES, what="tenant key")
 
-    def _unwrap_retired(self, entry: RetiredKey) -> bytes:
-        return self._unwrap_with_master(entry.wrapped, entry.kid)
+    def _unwrap_retired(self, entry: RetiredKey, version: int) -> bytes:
+        return self._unwrap_with_master(entry.wrapped, entry.kid, version)
 
     def new_keys(self, *, retired: Iterable[RetiredKey] = ()) -> TenantKeys:
-        """A fresh random tenant key wrapped by the master key (not stored yet)."""
+        """A fresh random tenant key wrapped by the master key (not stored yet), in a
+        document of the current version (``retired`` must be wrapped for that version)."""
         retired = tuple(retired)
         key_id = os.urandom(8).hex()
         while any(r.kid == key_id for r in retired):
@@ -547,19 +581,44 @@ class TenantKeyring(Keyring):
         return TenantKeys(
             kid=key_id,
             key=key,
-            wrapped=self._master.wrap(key, self._tenant_context(key_id)),
+            wrapped=self._master.wrap(key, self._tenant_context(key_id, KEY_DOCUMENT_VERSION)),
             wrapper=self._master.kind,
             unwrap_retired=self._unwrap_retired,
             retired=retired,
         )
 
     def rotated(self, keys: TenantKeys, *, now: float) -> TenantKeys:
-        """A new current key, with ``keys``' current key retired beside its retired ones."""
-        rotated = self.new_keys(retired=[*keys.retired, RetiredKey(keys.kid, keys.wrapped, now)])
-        rotated._opened[keys.kid] = keys.key  # known already: no unwrap needed to use it
+        """A new current key, with ``keys``' current key retired beside its retired ones.
+
+        The result is a document of the current version: keys taken over from an older
+        document are wrapped again under the current version's context.
+        """
+        retired = [*keys.retired, RetiredKey(keys.kid, keys.wrapped, now)]
+        opened = {r.kid: keys.key_for(r.kid) for r in retired}
+        if keys.version != KEY_DOCUMENT_VERSION:
+            retired = [
+                RetiredKey(
+                    r.kid, self._master.wrap(key, self._tenant_context(r.kid, KEY_DOCUMENT_VERSION)), r.retired_at
+                )
+                for r in retired
+                if (key := opened[r.kid]) is not None
+            ]
+        rotated = self.new_keys(retired=retired)
+        rotated._opened.update({kid: key for kid, key in opened.items() if key is not None})
         return rotated
 
     def _create(self) -> TenantKeys:
+        if self._files_prefix is not None and any(True for _ in self._store.list(self._files_prefix, limit=1)):
+            # Files without a key document: a new key would orphan them for good if the old
+            # document came back (or hide what a bucket writer deleted it to hide).
+            loaded = self._load()  # a concurrent first writer may have created both meanwhile
+            if loaded is None:
+                raise TenantKeyError(
+                    "Error: This memory has files but its encryption key is missing, so nothing can be written "
+                    "or read (was the key document deleted?). Restore "
+                    f"{self._object_key} from a backup or an earlier version, or finish erasing the user."
+                )
+            return loaded
         keys = self.new_keys()
         try:
             etag = self._store.put(self._object_key, keys.document(), {"s3memory": "tenant-key"}, if_none_match=True)
@@ -617,19 +676,17 @@ class TenantKeyring(Keyring):
         except (InvalidTag, ValueError):
             raise IntegrityError() from None
 
-    def rewrap_if_stale(self, data_key: bytes, wrapped: WrappedKey, binding: dict[str, str]) -> WrappedKey:
-        if wrapped.algorithm == self.algorithm and wrapped.context.get(CONTEXT_KEY_ID) == self.keys(create=True).kid:
-            return wrapped
-        return self.wrap(data_key, binding)
-
     def rewrap(self, wrapped: WrappedKey) -> WrappedKey:
-        """``wrapped``'s data key wrapped under the current tenant key, for the same binding
-        (the description it was authenticated with, but the key id). IntegrityError if it does
-        not unwrap: not this tenant's, tampered with, or under a key the document no longer has."""
+        """``wrapped``'s data key wrapped under the current tenant key, for the same tenant and
+        path (the description it was authenticated with, but the key id), bound to this
+        deployment if it was not yet (binding version 1 becomes 2). IntegrityError if it does
+        not unwrap: not this tenant's or deployment's, tampered with, or under a key the
+        document no longer has."""
         binding = {k: v for k, v in wrapped.context.items() if k != CONTEXT_KEY_ID}
-        if binding.get(CONTEXT_TENANT) != self._tenant:
+        deployment = deployment_name(self._prefix)
+        if binding.get(CONTEXT_TENANT) != self._tenant or binding.get(CONTEXT_PREFIX, deployment) != deployment:
             raise IntegrityError()
-        return self.wrap(self.unwrap(wrapped, binding), binding)
+        return self.wrap(self.unwrap(wrapped, binding), {**binding, CONTEXT_PREFIX: deployment})
 
 
 # --- KMS-per-object mode --------------------------------------------------------------
@@ -643,6 +700,7 @@ class KmsKeyring(Keyring):
     """
 
     algorithm = WRAP_KMS_CONTEXT
+    generates_remotely = True
 
     def __init__(self, *, kms_client: Any, key_id: str, cache: KeyCache) -> None:
         if not isinstance(key_id, str) or not key_id:

@@ -12,8 +12,8 @@ bodies stay as they are); what changes is the tenant key that wraps it. One run:
    them (a process that cached the document before the rotation).
    If the document already has retired keys, a rotation is under way: the run resumes it
    and does not start another.
-2. Re-wrap: every object under the tenant's prefix (memory files and internal records such
-   as rename intents; not the key documents) is listed, then, concurrently, HEAD and, if
+2. Re-wrap: every object of the tenant (memory files and internal records such as rename
+   intents; not the key documents) is listed, then, concurrently, HEAD and, if
    its key id is not the current one, its data key is unwrapped with the retired key and
    wrapped with the new one, and the object is copied onto itself with the new metadata
    (``CopyObject``, ``MetadataDirective=REPLACE``, ``x-amz-copy-source-if-match`` the HEAD's
@@ -55,9 +55,11 @@ internal prefix, then a GET and a conditional PUT per document. Nothing else cha
 every key document of the tenant (``{tenant}/.s3memory/*-key``: ``ListObjectVersions``, then
 ``DeleteObjects`` with version ids) and evicts them from this process's key cache. From
 then on no copy of the tenant's data decrypts with anything the system holds, wherever it
-is (old versions, backups), even if step 2 fails. Step 2 deletes every object under the
-tenant's prefix ``{prefix}{tenant}/`` (memories and internal records), every version and
-delete marker. The prefix ends in ``/``, so ``alice`` never touches ``alice2``. Running it
+is (old versions, backups), even if step 2 fails. Step 2 deletes every object of the
+tenant, under ``{prefix}{tenant}/memories/`` and ``{prefix}{tenant}/.s3memory/`` (the only
+two prefixes a tenant owns, see ``TenantLayout``), every version and delete marker. Both
+end in ``/``, so ``alice`` never touches ``alice2``, and a user ``app`` of a deployment
+without a prefix never touches a deployment whose prefix is ``app/``. Running it
 again finishes an interrupted erasure. Requests: per 1,000 object versions one
 ``ListObjectVersions`` and one ``DeleteObjects``, for step 1 (the key documents) and for
 step 2 (everything else). Other processes that cached the tenant key keep it until their
@@ -98,7 +100,9 @@ from ._keys import (
     MasterKey,
     TenantKeyring,
     TenantKeys,
+    get_key_document,
     key_document_context,
+    parse_key_document,
 )
 from ._paths import TenantLayout
 from .stores import DelegatingStore, ObjectStore
@@ -339,7 +343,7 @@ def rotate_tenant_key(
 def _begin_rotation(store: ObjectStore, keyring: TenantKeyring) -> tuple[TenantKeys, bool]:
     """The document with a new current key (or the rotation already under way); cached."""
     for _ in range(REWRAP_ATTEMPTS):
-        stored = store.get(keyring.object_key)
+        stored = get_key_document(store, keyring.object_key, what="tenant key")
         if stored is None:
             raise TenantKeyError(
                 "Error: This memory has no tenant key, so there is nothing to rotate "
@@ -369,7 +373,7 @@ def _drop_retired(store: ObjectStore, keyring: TenantKeyring, keys: TenantKeys) 
     try:
         etag = store.put(keyring.object_key, dropped.document(), _TENANT_KEY_METADATA, if_match=keys.etag)
     except PreconditionFailedError:
-        stored = store.get(keyring.object_key)
+        stored = get_key_document(store, keyring.object_key, what="tenant key")
         if stored is None:
             raise TenantKeyError(
                 "Error: The tenant key document disappeared during the rotation (was this user erased?)."
@@ -387,7 +391,12 @@ def _rewrap_pass(
 ) -> _Pass:
     outcome = _Pass()
     try:
-        keys = [info.key for info in store.list(layout.tenant_prefix) if not _is_key_document(layout, info.key)]
+        keys = [
+            info.key
+            for prefix in layout.owned_prefixes
+            for info in store.list(prefix)
+            if not _is_key_document(layout, info.key)
+        ]
     except S3MemoryError as exc:
         outcome.errors.append(exc)
         return outcome
@@ -458,11 +467,11 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
     report = MasterRewrapReport(tenant=layout.tenant, wrapper=new.kind)
     documents = [info.key for info in store.list(layout.internal_prefix) if _is_key_document(layout, info.key)]
     for key in documents:
-        stored = store.get(key)
+        purpose = key[len(layout.internal_prefix) :]
+        stored = get_key_document(store, key, what=purpose)
         if stored is None:
             continue
-        purpose = key[len(layout.internal_prefix) :]
-        body = _rewrapped_document(stored.body, layout.tenant, purpose, old, new)
+        body = _rewrapped_document(stored.body, layout, purpose, old, new)
         if body is None:
             report.already_done.append(key)
             continue
@@ -477,11 +486,14 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
     return report
 
 
-def _rewrapped_document(body: bytes, tenant: str, purpose: str, old: MasterKey, new: MasterKey) -> bytes | None:
-    """The document with every key in it wrapped by ``new``; None if it already is."""
+def _rewrapped_document(
+    body: bytes, layout: TenantLayout, purpose: str, old: MasterKey, new: MasterKey
+) -> bytes | None:
+    """The document with every key in it wrapped by ``new`` (for the document's own version);
+    None if it already is."""
     corrupt = TenantKeyError(f"Error: The {purpose} of this memory failed its integrity check.")
+    document = parse_key_document(body, what=purpose).fields
     try:
-        document = json.loads(body)
         entries: list[dict[str, Any]] = [document, *document.get("retired", [])]
         wrapped = [(e["kid"], base64.b64decode(e["wrapped"], validate=True)) for e in entries]
         wrapper = document["wrapper"]
@@ -489,16 +501,20 @@ def _rewrapped_document(body: bytes, tenant: str, purpose: str, old: MasterKey, 
         raise corrupt from None
     if not all(isinstance(kid, str) for kid, _ in wrapped):
         raise corrupt
+
+    def context(kid: str) -> dict[str, str]:
+        return key_document_context(layout.tenant, purpose, kid, prefix=layout.prefix, version=document["v"])
+
     candidates = [m for m in (old, new) if m.kind == wrapper]
     for master in candidates:
         try:
-            keys = [master.unwrap(blob, key_document_context(tenant, purpose, kid)) for kid, blob in wrapped]
+            keys = [master.unwrap(blob, context(kid)) for kid, blob in wrapped]
         except (IntegrityError, StorageAccessDeniedError):
             continue  # not this master key (KMS may answer "access denied" for a foreign ciphertext)
         if master is new and (old.kind != new.kind or old.fingerprint != new.fingerprint):
             return None  # already re-wrapped by an earlier run
         for entry, (kid, _), key in zip(entries, wrapped, keys, strict=True):
-            entry["wrapped"] = base64.b64encode(new.wrap(key, key_document_context(tenant, purpose, kid))).decode()
+            entry["wrapped"] = base64.b64encode(new.wrap(key, context(kid))).decode()
         document["wrapper"] = new.kind
         return json.dumps(document, sort_keys=True).encode()
     raise TenantKeyError(
@@ -523,7 +539,7 @@ def _evict(memory: EncryptedMemory) -> None:
 
 def erase_tenant(memory: EncryptedMemory) -> ErasureReport:
     """Erase ``memory``'s user: destroy its keys (every version), then delete every object
-    under its prefix (every version). Resumable: run it again to finish. See the module
+    under the two prefixes it owns (every version). Resumable: run it again to finish. See the module
     docstring; in KMS-per-object mode the report says ``shredded=False``.
 
     Raises:
@@ -545,7 +561,7 @@ def erase_tenant(memory: EncryptedMemory) -> ErasureReport:
     finally:
         _evict(memory)
     try:
-        report.versions_deleted = store.purge(layout.tenant_prefix)
+        report.versions_deleted = sum(store.purge(prefix) for prefix in layout.owned_prefixes)
     except S3MemoryError as exc:
         done = (
             "Its keys are destroyed, so its files can no longer be decrypted, but"

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import random
+import reprlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from ._errors import (
     InvalidPathError,
     LimitExceededError,
     NotADirectoryConflict,
+    ObjectTooLargeError,
     PathExistsError,
     PathNotFoundError,
     PreconditionFailedError,
@@ -42,7 +44,7 @@ from ._errors import (
 )
 from ._keys import Keyring
 from ._paths import DEFAULT_MAX_PATH_BYTES, MAX_S3_KEY_BYTES, MemoryPath, TenantLayout, parse_path
-from .stores import ObjectInfo, ObjectStore
+from .stores import ObjectInfo, ObjectStore, StoredObject
 
 T = TypeVar("T")
 
@@ -53,6 +55,12 @@ ACCESS_MARKERS = "access/"  # under the tenant's internal prefix
 ACCESS_MARKER_TAGS = {"s3memory": "access"}  # a bucket lifecycle rule expires markers by this tag
 LINE_NUMBER_WIDTH = 6
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+# Internal records are sealed for names no memory path can have (every memory path starts
+# with /memories), so a memory file moved onto a record's key never opens as a record.
+INTERNAL_RECORD_NAME = "s3memory-internal:"
+MAX_INTENT_BYTES = 16 * 1024 * 1024  # a rename's record lists one ETag per file moved
+MAX_ECHOED_CHARS = 1_000  # of the model's own old_str, quoted back in an error
+MAX_LISTED_LINES = 100  # line numbers named in a "multiple occurrences" error
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,39 @@ def format_size(size: int) -> str:
 
 def _number_lines(lines: Sequence[str], first: int) -> str:
     return "\n".join(f"{n:>{LINE_NUMBER_WIDTH}}\t{line}" for n, line in enumerate(lines, start=first))
+
+
+class _ShortRepr(reprlib.Repr):
+    """Renders a model-supplied value for an error message: bounded in size and depth, and
+    never failing (``repr`` of an int of over 4,300 digits raises ValueError)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxstring, self.maxother = 3, 6, 6, 4, 60, 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 64:
+            return f"<an integer of about {int(x.bit_length() * 0.30103) + 1:,} digits>"
+        return repr(x)
+
+
+_short_repr = _ShortRepr().repr
+
+
+def _excerpt(text: str, limit: int = MAX_ECHOED_CHARS) -> str:
+    """``text``, or its beginning and how much was left out."""
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} more characters]"
+
+
+def _line_numbers_of(content: str, needle: str) -> list[int]:
+    """The line of every occurrence of ``needle`` (overlapping ones too), in one pass."""
+    numbers, line, counted_to, start = [], 1, 0, 0
+    while (position := content.find(needle, start)) != -1:
+        line += content.count("\n", counted_to, position)
+        counted_to = position
+        numbers.append(line)
+        start = position + 1
+    return numbers
 
 
 def _split_lines_for_insert(text: str) -> list[str]:
@@ -210,8 +251,11 @@ class EncryptedMemory:
 
     ``screen_text`` sees every text the model asks to write (``file_text``, ``new_str``,
     ``insert_text``) before anything is written, and returns it (possibly redacted) or
-    raises: the sensitive-data guard. ``track_access`` records, at most once a day per file
-    and process, that a file was read (see ``_expiry``).
+    raises: the sensitive-data guard. With ``screen_edit`` (``SecretGuard.screen_edit``),
+    an edit screens the whole resulting file instead, against the file before the edit, so
+    a secret completed across two edits is caught and one the file already held is not
+    reported again. ``track_access`` records, at most once a day per file and process, that
+    a file was read (see ``_expiry``).
     """
 
     def __init__(
@@ -222,6 +266,7 @@ class EncryptedMemory:
         keyring: Keyring,
         limits: Limits | None = None,
         screen_text: Callable[[str], str] | None = None,
+        screen_edit: Callable[[str, str], str] | None = None,
         track_access: bool = False,
     ) -> None:
         self.store = store
@@ -229,6 +274,7 @@ class EncryptedMemory:
         self.keyring = keyring
         self.limits = limits or Limits()
         self.screen_text = screen_text
+        self.screen_edit = screen_edit
         self.track_access = track_access
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -261,7 +307,21 @@ class EncryptedMemory:
         return shown if self.layout.names is None else self.layout.names.path_tag(shown)
 
     def _binding(self, path: MemoryPath) -> dict[str, str]:
-        return envelope.binding_context(self.layout.tenant, self._path_name(path.display))
+        """What a file written now at ``path`` is bound to (binding version 2)."""
+        return self._binding_of_name(path.display)
+
+    def _binding_of_name(self, name: str, *, legacy: bool = False) -> dict[str, str]:
+        prefix = None if legacy else self.layout.prefix
+        return envelope.binding_context(self.layout.tenant, self._path_name(name), prefix=prefix)
+
+    def _stored_binding(self, name: str, header: envelope.EnvelopeHeader) -> dict[str, str]:
+        """What a stored object at ``name`` must be bound to, by the version its header
+        claims: an object written before deployments were bound (s3memory 0.1) is still read."""
+        return self._binding_of_name(name, legacy=envelope.is_unbound_legacy(header.wrapped_key.context))
+
+    @property
+    def _max_stored_file_bytes(self) -> int:
+        return self.limits.max_file_bytes + envelope.TAG_BYTES
 
     def _encode(self, text: str, shown_path: str) -> bytes:
         try:
@@ -277,11 +337,12 @@ class EncryptedMemory:
         return data
 
     def _decrypt(
-        self, path: MemoryPath, shown_path: str, body: bytes, metadata: Mapping[str, str]
+        self, name: str, shown_path: str, body: bytes, metadata: Mapping[str, str]
     ) -> tuple[bytes, bytes, envelope.EnvelopeHeader]:
+        """Open an object stored for ``name`` (a path's display form, or an internal record's name)."""
         try:
             header = envelope.parse_header(metadata)
-            data_key = self.keyring.unwrap(header.wrapped_key, self._binding(path))
+            data_key = self.keyring.unwrap(header.wrapped_key, self._stored_binding(name, header))
             return envelope.open_body(body, data_key, header), data_key, header
         except ForeignObjectError:
             raise ForeignObjectError(
@@ -297,26 +358,36 @@ class EncryptedMemory:
             ) from None
 
     def _read_file(
-        self, path: MemoryPath, shown_path: str, *, alongside: Callable[[], Any] | None = None
+        self, path: MemoryPath, shown_path: str, *, alongside: Sequence[Callable[[], Any]] = ()
     ) -> _File | None:
-        """Fetch and decrypt a file; ``alongside`` is another request sent in the same round trip."""
+        """Fetch and decrypt a file; ``alongside`` are other requests sent in the same round trip."""
         if path.is_root:
             return None
         key = self.layout.key_for(path)
-        calls: list[Callable[[], Any]] = [functools.partial(self.store.get, key)]
+        calls: list[Callable[[], Any]] = [functools.partial(self._get_file, key, shown_path)]
         if not self.keyring.is_warm():  # a cold process: fetch the tenant key alongside the object
             calls.append(self.keyring.prepare)
-        if alongside is not None:
-            calls.append(alongside)
-        stored = self._parallel(*calls)[0]
+        stored = self._parallel(*calls, *alongside)[0]
         if stored is None:
             return None
-        plaintext, data_key, header = self._decrypt(path, shown_path, stored.body, stored.metadata)
+        plaintext, data_key, header = self._decrypt(path.display, shown_path, stored.body, stored.metadata)
         try:
             text = plaintext.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidCommandError(f"Error: The file {shown_path} is not UTF-8 text and cannot be shown.") from None
         return _File(text, stored.etag, data_key, header)
+
+    def _get_file(self, key: str, shown_path: str) -> StoredObject | None:
+        # Bounded: a planted multi-gigabyte object is refused, not read into memory.
+        try:
+            return self.store.get(key, max_bytes=self._max_stored_file_bytes)
+        except ObjectTooLargeError as exc:
+            size = "" if exc.size is None else f" ({exc.size - envelope.TAG_BYTES:,} bytes)"
+            raise ObjectTooLargeError(
+                f"Error: The file {shown_path} is larger{size} than the limit of {self.limits.max_file_bytes:,} "
+                "bytes and was not read (raise Limits.max_file_bytes to read it).",
+                size=exc.size,
+            ) from None
 
     def _files_under(self, directory: MemoryPath) -> list[tuple[MemoryPath, ObjectInfo]]:
         """Every valid file below ``directory``; keys no valid path maps to are skipped."""
@@ -359,22 +430,22 @@ class EncryptedMemory:
             "delete or condense memories you no longer need first."
         )
 
-    def _note_access(self, key: str) -> Callable[[], Any] | None:
-        """The request that records a read of ``key`` today, if this process has not yet."""
+    def _note_access(self, key: str) -> None:
+        """Record a read of ``key`` (a file that exists) today, if this process has not yet.
+
+        After the read, not beside it: a marker for a path that turns out not to exist would
+        let the model create objects past the quota by viewing made-up paths.
+        """
         if not self.track_access:
-            return None
+            return
         marker = access_marker_key(self.layout, key)
         if not _ACCESS_NOTED.first_today(self.store.identity, marker):
-            return None
-
-        def record() -> None:
-            try:
-                self.store.put(marker, b"", {}, tags=ACCESS_MARKER_TAGS)
-            except S3MemoryError:  # bookkeeping must never fail a read
-                _ACCESS_NOTED.forget(self.store.identity, marker)
-                log.warning("could not record an access to %s", key, exc_info=True)
-
-        return record
+            return
+        try:
+            self.store.put(marker, b"", {}, tags=ACCESS_MARKER_TAGS)
+        except S3MemoryError:  # bookkeeping must never fail a read
+            _ACCESS_NOTED.forget(self.store.identity, marker)
+            log.warning("could not record an access to %s", key, exc_info=True)
 
     # -- dispatch ----------------------------------------------------------------------
     def execute(self, command: object) -> str:
@@ -415,9 +486,11 @@ class EncryptedMemory:
         # is listed first, anything else is fetched as a file first.
         files = self._files_under(parsed) if parsed.is_root or path.endswith("/") else []
         if not files and not parsed.is_root:
-            file = self._read_file(parsed, path, alongside=self._note_access(self.layout.key_for(parsed)))
+            file = self._read_file(parsed, path)
             if file is not None:
-                return self._show_file(path, file.text, view_range)
+                answer = self._show_file(path, file.text, view_range)
+                self._note_access(self.layout.key_for(parsed))
+                return answer
             if not path.endswith("/"):
                 files = self._files_under(parsed)
             if not files:
@@ -436,14 +509,14 @@ class EncryptedMemory:
                 or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)
             ):
                 raise InvalidCommandError(
-                    f"Error: Invalid `view_range` parameter: {view_range!r}. "
+                    f"Error: Invalid `view_range` parameter: {_short_repr(view_range)}. "
                     "It should be a list of two integers [start, end]."
                 )
             start, end = view_range
             if not (1 <= start <= len(lines)) or (end != -1 and end < start):
                 raise InvalidCommandError(
-                    f"Error: Invalid `view_range` parameter: [{start}, {end}]. It should be [start, end] "
-                    f"with 1 <= start <= {len(lines)}, and end >= start or end == -1."
+                    f"Error: Invalid `view_range` parameter: [{_short_repr(start)}, {_short_repr(end)}]. "
+                    f"It should be [start, end] with 1 <= start <= {len(lines)}, and end >= start or end == -1."
                 )
             total = len(lines)
             lines = lines[start - 1 : None if end == -1 else end]
@@ -569,35 +642,70 @@ class EncryptedMemory:
         return f"File created successfully at: {path}"
 
     # -- edits (compare-and-swap) ------------------------------------------------------
-    def _edit(self, path: str, missing_message: str, apply: Callable[[str], tuple[str, T]]) -> T:
-        """Read, apply, write back with If-Match; on a lost race re-read and re-apply."""
+    def _edit(
+        self,
+        path: str,
+        missing_message: str,
+        apply: Callable[[str], tuple[str, T]],
+        answer: Callable[[str, T], str],
+    ) -> str:
+        """Read, apply, screen, write back with If-Match; on a lost race re-read and re-apply.
+
+        ``apply`` turns the file's text into the new text and what the answer needs;
+        ``answer`` words the result from the text as written (after any redaction).
+        """
         parsed = self._parse(path)
+        binding = self._binding(parsed)
         for attempt in range(self.limits.edit_attempts):
             usage: tuple[int, int] | None = None
+            fresh_key: tuple[bytes, envelope.WrappedKey] | None = None
 
-            def fetch_usage() -> None:  # in the same round trip as the read
+            def fetch_usage() -> None:
                 nonlocal usage
                 usage = self._tenant_usage()
 
-            quota = fetch_usage if self.limits.max_tenant_bytes is not None else None
-            file = self._read_file(parsed, path, alongside=quota)
+            def generate_key() -> None:
+                nonlocal fresh_key
+                fresh_key = self.keyring.generate(binding)
+
+            # In the read's round trip: the quota's listing, and a KMS data key (a request).
+            alongside: list[Callable[[], Any]] = []
+            if self.limits.max_tenant_bytes is not None:
+                alongside.append(fetch_usage)
+            if self.keyring.generates_remotely:
+                alongside.append(generate_key)
+            file = self._read_file(parsed, path, alongside=alongside)
             if file is None:
                 raise PathNotFoundError(missing_message)
-            new_text, result = apply(file.text)
+            new_text, detail = apply(file.text)
+            if self.screen_edit is not None:
+                new_text = self.screen_edit(file.text, new_text)
             data = self._encode(new_text, path)
             self._check_quota(usage, path, files=0, grow=len(data) - len(file.text.encode()))
-            # Same data key, fresh message id: V3 derives a new content key, no KMS call.
-            # Mid-rotation, a key read under the retired tenant key is written back under the new one.
-            wrapped = self.keyring.rewrap_if_stale(file.data_key, file.header.wrapped_key, self._binding(parsed))
-            body, metadata = envelope.seal(data, file.data_key, wrapped)
+            # A fresh data key for every version (a local one in tenant-key mode): no two
+            # versions of a file share a key, so none can be spliced onto another's metadata.
+            data_key, wrapped = fresh_key or self.keyring.generate(binding)
+            body, metadata = envelope.seal(data, data_key, wrapped)
             try:
                 self.store.put(self.layout.key_for(parsed), body, metadata, if_match=file.etag)
-                return result
+                return answer(new_text, detail)
             except PreconditionFailedError:
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
         raise StorageUnavailableError(
             f"Error: {path} is being changed by others at the same time; the edit was not applied. Try again."
         )
+
+    def _screen_inserted(self, text: str) -> str:
+        """The inserted text, screened on its own unless the whole result will be."""
+        return text if self.screen_edit is not None else self._screen(text)
+
+    def _capped(self, answer: str, what: str) -> str:
+        """An edit's answer within ``max_view_chars``, like every ``view``."""
+        limit = self.limits.max_view_chars
+        if len(answer) <= limit:
+            return answer
+        notice = f"\n[{what} truncated at {limit:,} characters: view the file to see the change.]"
+        return answer[: max(limit - len(notice), 0)] + notice
 
     def str_replace(self, path: str, old_str: object, new_str: object) -> str:
         """Replace the one occurrence of ``old_str``; answer with a numbered snippet."""
@@ -605,33 +713,42 @@ class EncryptedMemory:
             raise InvalidCommandError("Error: `old_str` and `new_str` must be strings.")
         if old_str == "":
             raise EditError("Error: `old_str` must not be empty.")
-        new_str = self._screen(new_str)
+        replacement = self._screen_inserted(new_str)
 
-        def apply(content: str) -> tuple[str, str]:
-            count = content.count(old_str)
+        def apply(content: str) -> tuple[str, int]:
+            count = content.count(old_str)  # non-overlapping, as the reference counts
             if count == 0:
-                raise EditError(f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
-            if count > 1:
-                line_numbers, start = [], 0
-                while (position := content.find(old_str, start)) != -1:
-                    line_numbers.append(content.count("\n", 0, position) + 1)
-                    start = position + 1
                 raise EditError(
-                    f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: "
-                    f"{', '.join(map(str, line_numbers))}. Please ensure it is unique"
+                    f"No replacement was performed, old_str `{_excerpt(old_str)}` did not appear verbatim in {path}."
                 )
-            changed_line = content.count("\n", 0, content.find(old_str))
-            new_content = content.replace(old_str, new_str)
-            new_lines = new_content.split("\n")
+            if count > 1:
+                numbers = _line_numbers_of(content, old_str)
+                listed = ", ".join(map(str, numbers[:MAX_LISTED_LINES]))
+                if len(numbers) > MAX_LISTED_LINES:
+                    listed += f", ... ({len(numbers):,} occurrences in all)"
+                raise EditError(
+                    self._capped(
+                        f"No replacement was performed. Multiple occurrences of old_str `{_excerpt(old_str)}` "
+                        f"in lines: {listed}. Please ensure it is unique",
+                        "Error",
+                    )
+                )
+            position = content.find(old_str)
+            changed_line = content.count("\n", 0, position)
+            return content[:position] + replacement + content[position + len(old_str) :], changed_line
+
+        def answer(written: str, changed_line: int) -> str:
+            new_lines = written.split("\n")
             first = max(0, changed_line - 2)
             last = min(len(new_lines), changed_line + 3)
             snippet = _number_lines(new_lines[first:last], first + 1)
-            return new_content, (
+            return self._capped(
                 "The memory file has been edited. Here is the snippet showing the change "
-                "(with line numbers):\n" + snippet
+                "(with line numbers):\n" + snippet,
+                "Snippet",
             )
 
-        return self._edit(path, f"Error: The path {path} does not exist. Please provide a valid path.", apply)
+        return self._edit(path, f"Error: The path {path} does not exist. Please provide a valid path.", apply, answer)
 
     def insert(self, path: str, insert_line: object, insert_text: object) -> str:
         """Insert ``insert_text`` after line ``insert_line`` (0 = at the top)."""
@@ -639,22 +756,27 @@ class EncryptedMemory:
             raise InvalidCommandError("Error: `insert_line` must be an integer.")
         if not isinstance(insert_text, str):
             raise InvalidCommandError("Error: `insert_text` must be a string.")
-        insert_text = self._screen(insert_text)
+        inserted = self._screen_inserted(insert_text)
 
-        def apply(content: str) -> tuple[str, str]:
+        def apply(content: str) -> tuple[str, None]:
             lines = _split_lines_for_insert(content)
             if not 0 <= insert_line <= len(lines):
                 raise EditError(
-                    f"Error: Invalid `insert_line` parameter: {insert_line}. It should be within the "
+                    f"Error: Invalid `insert_line` parameter: {_short_repr(insert_line)}. It should be within the "
                     f"range of lines of the file: [0, {len(lines)}]"
                 )
-            lines.insert(insert_line, insert_text.rstrip("\n"))
+            lines.insert(insert_line, inserted.rstrip("\n"))
             new_content = "\n".join(lines)
             if not new_content.endswith("\n"):
                 new_content += "\n"
-            return new_content, f"The file {path} has been edited."
+            return new_content, None
 
-        return self._edit(path, f"Error: The path {path} does not exist", apply)
+        return self._edit(
+            path,
+            f"Error: The path {path} does not exist",
+            apply,
+            lambda _written, _: f"The file {path} has been edited.",
+        )
 
     # -- delete ------------------------------------------------------------------------
     def delete(self, path: str) -> str:
@@ -692,8 +814,8 @@ class EncryptedMemory:
         if new.is_within(old):
             raise InvalidCommandError(f"Error: Cannot move {old_path} into itself ({new_path})")
         old_key, new_key = self.layout.key_for(old), self.layout.key_for(new)
-        intent_name = envelope.binding_context(self.layout.tenant, self._path_name(f"{old.display}\n{new.display}"))
-        intent_key = f"{self.layout.internal_prefix}intents/rename-{intent_name[envelope.CONTEXT_PATH][:40]}"
+        intent_tag = hashlib.sha256(self._path_name(f"{old.display}\n{new.display}").encode()).hexdigest()
+        intent_key = f"{self.layout.internal_prefix}intents/rename-{intent_tag[:40]}"
         # Round trip 1, concurrently: both sides, the new path's ancestors, and a record of
         # an unfinished earlier attempt at this very rename.
         old_head, old_under, new_head, new_under, intent, *ancestor_heads = self._parallel(
@@ -757,12 +879,13 @@ class EncryptedMemory:
         return f"Successfully renamed {old_path} to {new_path}"
 
     @staticmethod
-    def _intent_path(key: str) -> MemoryPath:
-        """The pseudo path an intent record is sealed for (never a path under /memories)."""
-        return MemoryPath(".s3memory/" + key.rsplit("/", 1)[1])
+    def _intent_name(key: str) -> str:
+        """The name an intent record is sealed for: not a memory path, so no file the model
+        writes (``/memories/.s3memory/rename-...`` included) opens as a record when moved here."""
+        return INTERNAL_RECORD_NAME + "intents/" + key.rsplit("/", 1)[1]
 
     def _write_intent(self, key: str, record: dict[str, Any]) -> None:
-        data_key, wrapped = self.keyring.generate(self._binding(self._intent_path(key)))
+        data_key, wrapped = self.keyring.generate(self._binding_of_name(self._intent_name(key)))
         body, metadata = envelope.seal(json.dumps({"v": 1, **record}).encode(), data_key, wrapped)
         try:
             self.store.put(key, body, metadata, if_none_match=True)
@@ -774,13 +897,16 @@ class EncryptedMemory:
     def _read_intent(self, key: str) -> dict[str, Any] | None:
         """The record of an unfinished rename, or None. An unreadable record counts as none
         (so it grants nothing): a rename then behaves as if fresh."""
-        stored = self.store.get(key)
+        try:
+            stored = self.store.get(key, max_bytes=MAX_INTENT_BYTES)
+        except ObjectTooLargeError:
+            return None
         if stored is None:
             return None
         try:
-            plaintext, _, _ = self._decrypt(self._intent_path(key), key, stored.body, stored.metadata)
+            plaintext, _, _ = self._decrypt(self._intent_name(key), key, stored.body, stored.metadata)
             record = json.loads(plaintext)
-        except (IntegrityError, ForeignObjectError, ValueError):
+        except (IntegrityError, ForeignObjectError, ValueError, RecursionError):
             return None
         return record if isinstance(record, dict) and isinstance(record.get("etags"), list) else None
 
@@ -834,7 +960,7 @@ class EncryptedMemory:
         if source is not None and target is not None:
             try:
                 header = envelope.parse_header(info.metadata)
-                data_key = self.keyring.unwrap(header.wrapped_key, self._binding(source))
+                data_key = self.keyring.unwrap(header.wrapped_key, self._stored_binding(source.display, header))
                 rewrapped = self.keyring.wrap(data_key, self._binding(target))
                 metadata = envelope.metadata_for(rewrapped, header.message_id, header.commitment)
             except (IntegrityError, ForeignObjectError):

@@ -19,10 +19,11 @@ key unknown, so it is skipped like any key no valid path maps to.
 
 The names key is a random 512-bit AES-SIV key per tenant, separate from the tenant key
 (rotating the tenant key must not rename every object), stored at
-``{prefix}{tenant}/.s3memory/names-key`` as ``{"v": 1, "kid", "wrapper", "wrapped"}``,
+``{prefix}{tenant}/.s3memory/names-key`` as ``{"v": 2, "kid", "wrapper", "wrapped"}``,
 wrapped by the master key (local or KMS; in ``key_mode="kms"`` by the same KMS key, with
 ``Encrypt``) under the context ``{s3memory:tenant, s3memory:purpose=names-key,
-s3memory:kid}``. It is loaded on first use (one GET, then cached in the :class:`KeyCache`)
+s3memory:kid, s3memory:prefix}`` (documents of version 1, written by s3memory 0.1, have
+no ``s3memory:prefix`` and are still read). It is loaded on first use (one GET, then cached in the :class:`KeyCache`)
 and created by the first command that names a path in a tenant that has none, with
 ``If-None-Match: *`` so concurrent first writers agree. It is never created over existing
 files: finding no names key, the loader lists the tenant's memory prefix, and if anything
@@ -57,11 +58,10 @@ What the bucket still shows (trade-offs of deterministic encryption):
 - listings arrive in ciphertext order; s3memory sorts every listing by plaintext name
   after opening the keys, so the tool's answers are unchanged;
 - beyond the keys: each object's metadata (``x-amz-m``, or ``x-amz-t`` in KMS mode)
-  holds the binding context, whose ``s3memory:path`` is an unkeyed SHA-256 of the
-  plaintext path, and a rename's intent record is named by a hash of both paths; whoever
-  may read objects (GET/HEAD, not just LIST) can therefore confirm a guessed path. Names
-  are hidden from key listings, inventories, access logs and CloudTrail data events, not
-  from a reader of metadata. Sizes and times of writes show, as without encrypted names.
+  holds the binding context, whose ``s3memory:path`` is then a keyed tag of the plaintext
+  path (:meth:`NameCipher.path_tag`, HMAC-SHA256 under the names key, not a plain hash),
+  and a rename's intent record is named by such a tag of both paths, so metadata does not
+  confirm a guessed name either. Sizes and times of writes show, as without encrypted names.
 
 Cost: no request once the names key is cached; sealing is local CPU (a few microseconds
 a segment, with memos). A cold process fetches the names key with one GET, alongside the
@@ -87,12 +87,19 @@ import threading
 from collections.abc import Callable
 
 from ._errors import PreconditionFailedError, TenantKeyError
-from ._keys import KeyCache, MasterKey, key_document_context, parse_key_document, unwrap_key_document_key
+from ._keys import (
+    KEY_DOCUMENT_VERSION,
+    KeyCache,
+    MasterKey,
+    get_key_document,
+    key_document_context,
+    parse_key_document,
+    unwrap_key_document_key,
+)
 from ._paths import ROOT, MemoryPath
 from .stores import ObjectStore
 
 NAMES_KEY_OBJECT = "names-key"  # under the tenant's internal prefix
-NAMES_KEY_FORMAT_VERSION = 1
 NAMES_KEY_BYTES = 64  # AES-SIV with AES-256: a MAC key and an encryption key
 NAMES_KEY_PURPOSE = "names-key"
 PAD_BLOCK = 16
@@ -205,9 +212,11 @@ class NameCipher:
         cache: KeyCache,
         store_identity: str,
         prefetch: Callable[[], None] | None = None,
+        prefix: str = "",
     ) -> None:
         self._store = store
         self._tenant = tenant
+        self._prefix = prefix
         self._tenant_ad = tenant.encode("utf-8")
         self._object_key = key_object
         self._files_prefix = files_prefix
@@ -304,8 +313,8 @@ class NameCipher:
         with contextlib.suppress(Exception):
             self._prefetch()
 
-    def _context(self, key_id: str) -> dict[str, str]:
-        return key_document_context(self._tenant, NAMES_KEY_PURPOSE, key_id)
+    def _context(self, key_id: str, version: int) -> dict[str, str]:
+        return key_document_context(self._tenant, NAMES_KEY_PURPOSE, key_id, prefix=self._prefix, version=version)
 
     def _load_or_create(self) -> bytes:
         key = self._load()
@@ -322,22 +331,23 @@ class NameCipher:
         return self._create()
 
     def _load(self) -> bytes | None:
-        stored = self._store.get(self._object_key)
+        stored = get_key_document(self._store, self._object_key, what="names key")
         if stored is None:
             return None
-        _, key_id, kind, wrapped = parse_key_document(stored.body, version=NAMES_KEY_FORMAT_VERSION, what="names key")
+        parsed = parse_key_document(stored.body, what="names key")
+        context = self._context(parsed.kid, parsed.version)
         return unwrap_key_document_key(
-            self._master, kind, wrapped, self._context(key_id), size=NAMES_KEY_BYTES, what="names key"
+            self._master, parsed.wrapper, parsed.wrapped, context, size=NAMES_KEY_BYTES, what="names key"
         )
 
     def _create(self) -> bytes:
         key_id = os.urandom(8).hex()
         key = os.urandom(NAMES_KEY_BYTES)
         document = {
-            "v": NAMES_KEY_FORMAT_VERSION,
+            "v": KEY_DOCUMENT_VERSION,
             "kid": key_id,
             "wrapper": self._master.kind,
-            "wrapped": base64.b64encode(self._master.wrap(key, self._context(key_id))).decode(),
+            "wrapped": base64.b64encode(self._master.wrap(key, self._context(key_id, KEY_DOCUMENT_VERSION))).decode(),
         }
         body = json.dumps(document, sort_keys=True).encode()
         try:

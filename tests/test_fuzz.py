@@ -33,7 +33,6 @@ import base64
 import functools
 import hashlib
 import json
-import os
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from urllib.parse import unquote
 
 import pytest
 from conftest import MASTER_KEY
+from fakekms import FakeKms
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_paths import refused_as_look_alike, shown
@@ -1090,41 +1090,6 @@ def test_fuzz_envelope_parser_fails_only_with_integrity_or_foreign(
 
 
 # --- envelope: through the real read path ---------------------------------------------
-
-
-class FakeKms:
-    """Just enough of a KMS client for KmsKeyring: data keys are sealed under a local key
-    with the encryption context as AAD, and a blob that does not open under the given
-    context is refused the way KMS refuses it (InvalidCiphertextException)."""
-
-    def __init__(self) -> None:
-        self._key = hashlib.sha256(b"s3memory fuzz fake kms").digest()
-
-    def _seal(self, plaintext: bytes, context: dict[str, str]) -> bytes:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        nonce = os.urandom(12)
-        return nonce + AESGCM(self._key).encrypt(nonce, plaintext, envelope.canonical_json(context).encode())
-
-    def generate_data_key(self, *, KeyId: str, KeySpec: str, EncryptionContext: dict[str, str]) -> dict[str, Any]:
-        key = os.urandom(32)
-        return {"KeyId": KeyId, "Plaintext": key, "CiphertextBlob": self._seal(key, EncryptionContext)}
-
-    def encrypt(self, *, KeyId: str, Plaintext: bytes, EncryptionContext: dict[str, str]) -> dict[str, Any]:
-        return {"KeyId": KeyId, "CiphertextBlob": self._seal(Plaintext, EncryptionContext)}
-
-    def decrypt(self, *, KeyId: str, CiphertextBlob: bytes, EncryptionContext: dict[str, str]) -> dict[str, Any]:
-        from botocore.exceptions import ClientError
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        try:
-            aad = envelope.canonical_json(EncryptionContext).encode()
-            plaintext = AESGCM(self._key).decrypt(CiphertextBlob[:12], CiphertextBlob[12:], aad)
-        except (InvalidTag, ValueError):
-            error = {"Code": "InvalidCiphertextException", "Message": "The ciphertext is invalid."}
-            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "Decrypt") from None
-        return {"KeyId": KeyId, "Plaintext": plaintext}
 
 
 FILE = "/memories/notes/today.md"

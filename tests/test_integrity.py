@@ -552,7 +552,9 @@ TENANT_KEY_TAMPERS: dict[str, Callable[[bytes], bytes]] = {
     "wrapped-missing": lambda b: json.dumps({k: v for k, v in json.loads(b).items() if k != "wrapped"}).encode(),
     "kid-changed": lambda b: json.dumps({**json.loads(b), "kid": "0000000000000000"}).encode(),
     "kid-not-a-string": lambda b: json.dumps({**json.loads(b), "kid": 5}).encode(),
-    "version-changed": lambda b: json.dumps({**json.loads(b), "v": 2}).encode(),
+    # A version-2 document (bound to its deployment) relabelled as version 1 (unbound).
+    "version-downgraded": lambda b: json.dumps({**json.loads(b), "v": 1}).encode(),
+    "version-unknown": lambda b: json.dumps({**json.loads(b), "v": 3}).encode(),
     "wrapper-unknown": lambda b: json.dumps({**json.loads(b), "wrapper": "rot13"}).encode(),
     "not-json": lambda b: b"garbage",
     "empty": lambda b: b"",

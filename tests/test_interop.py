@@ -61,7 +61,7 @@ def official_read(official: Any, path: str, context: dict[str, str] | None = Non
     response = official.get_object(
         Bucket=BUCKET,
         Key=key(path, user),
-        EncryptionContext=binding_context(user, path) if context is None else context,
+        EncryptionContext=binding_context(user, path, prefix="") if context is None else context,
     )
     return bytes(response["Body"].read())
 
@@ -71,7 +71,7 @@ def official_write(official: Any, path: str, text: str, context: dict[str, str] 
         Bucket=BUCKET,
         Key=key(path),
         Body=text.encode("utf-8"),
-        EncryptionContext=binding_context("alice", path) if context is None else context,
+        EncryptionContext=binding_context("alice", path, prefix="") if context is None else context,
     )
 
 
@@ -130,7 +130,7 @@ def test_official_client_reads_renamed_file(make_memory: MakeMemory, official: A
     assert s3_client.list_objects_v2(Bucket=BUCKET, Prefix=key("/memories/a.txt")).get("KeyCount") == 0
     # the old path's context no longer opens it
     with pytest.raises(OFFICIAL_ERRORS):
-        official_read(official, "/memories/archive/b.txt", binding_context("alice", "/memories/a.txt"))
+        official_read(official, "/memories/archive/b.txt", binding_context("alice", "/memories/a.txt", prefix=""))
 
 
 def test_official_client_reads_renamed_directory(make_memory: MakeMemory, official: Any) -> None:
@@ -156,6 +156,18 @@ def test_we_read_official_objects(make_memory: MakeMemory, official: Any) -> Non
     assert "0B\t/memories/empty.txt" in listing
 
 
+def test_we_read_and_rebind_official_objects_of_binding_version_1(make_memory: MakeMemory, official: Any) -> None:
+    """Objects bound as s3memory 0.1 bound them (no deployment in the context) still open;
+    an edit writes them back bound to this deployment, which the official client reads."""
+    official_write(official, "/memories/x.txt", "written unbound\n", binding_context("alice", "/memories/x.txt"))
+    memory = make_memory("s3-kms")
+    assert view_text(memory, "/memories/x.txt") == "written unbound\n"
+    memory.str_replace("/memories/x.txt", "unbound", "bound")
+    assert official_read(official, "/memories/x.txt") == b"written bound\n"
+    with pytest.raises(OFFICIAL_ERRORS):
+        official_read(official, "/memories/x.txt", binding_context("alice", "/memories/x.txt"))
+
+
 def test_we_edit_and_rename_official_objects(make_memory: MakeMemory, official: Any) -> None:
     official_write(official, "/memories/x.txt", "from the official client\n")
     memory = make_memory("s3-kms")
@@ -170,13 +182,14 @@ def test_we_edit_and_rename_official_objects(make_memory: MakeMemory, official: 
 @pytest.mark.parametrize(
     "context",
     [
-        binding_context("alice", "/memories/other.txt"),
-        binding_context("bob", "/memories/x.txt"),
+        binding_context("alice", "/memories/other.txt", prefix=""),
+        binding_context("bob", "/memories/x.txt", prefix=""),
         {"s3memory:tenant": "alice"},
-        {**binding_context("alice", "/memories/x.txt"), "extra": "entry"},
+        {**binding_context("alice", "/memories/x.txt", prefix=""), "extra": "entry"},
         {},
+        binding_context("alice", "/memories/x.txt", prefix="other/"),
     ],
-    ids=["other-path", "other-tenant", "path-missing", "extra-entry", "empty"],
+    ids=["other-path", "other-tenant", "path-missing", "extra-entry", "empty", "other-deployment"],
 )
 def test_we_reject_official_objects_with_another_binding(
     make_memory: MakeMemory, official: Any, context: dict[str, str]
@@ -194,16 +207,29 @@ def test_we_reject_official_objects_with_another_binding(
 @pytest.mark.parametrize(
     "context",
     [
-        binding_context("alice", "/memories/b.txt"),
-        binding_context("alice", "/memories/a.txt/"),
-        binding_context("bob", "/memories/a.txt"),
-        binding_context("alice2", "/memories/a.txt"),
+        binding_context("alice", "/memories/b.txt", prefix=""),
+        binding_context("alice", "/memories/a.txt/", prefix=""),
+        binding_context("bob", "/memories/a.txt", prefix=""),
+        binding_context("alice2", "/memories/a.txt", prefix=""),
         {"s3memory:tenant": "alice"},
-        {"s3memory:path": binding_context("alice", "/memories/a.txt")["s3memory:path"]},
-        {**binding_context("alice", "/memories/a.txt"), "extra": "entry"},
+        {"s3memory:path": binding_context("alice", "/memories/a.txt", prefix="")["s3memory:path"]},
+        {**binding_context("alice", "/memories/a.txt", prefix=""), "extra": "entry"},
         {},
+        binding_context("alice", "/memories/a.txt", prefix="app/"),
+        binding_context("alice", "/memories/a.txt"),
     ],
-    ids=["other-path", "trailing-slash", "bob", "alice2", "path-missing", "tenant-missing", "extra", "empty"],
+    ids=[
+        "other-path",
+        "trailing-slash",
+        "bob",
+        "alice2",
+        "path-missing",
+        "tenant-missing",
+        "extra",
+        "empty",
+        "other-deployment",
+        "unbound-v1",
+    ],
 )
 def test_official_client_rejects_a_mismatched_context(
     make_memory: MakeMemory, official: Any, context: dict[str, str]

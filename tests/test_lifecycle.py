@@ -300,9 +300,10 @@ def test_stale_writers_are_covered_until_the_retired_key_is_dropped(make_memory:
 
 def rotation_scenarios() -> list[tuple[str, int, str]]:
     # A fault-free rotation of the six files with retire_after=0 (asserted below): the
-    # document's GET and PUT, a LIST, six HEADs and six COPYs, a verifying LIST and six HEADs,
-    # and the PUT that drops the retired key.
-    budget = {"get": 1, "put": 2, "list": 2, "head": 2 * len(FILES), "copy": len(FILES)}
+    # document's GET and PUT, a LIST of each of the tenant's two prefixes (memories/ and
+    # .s3memory/), six HEADs and six COPYs, verifying LISTs and six HEADs, and the PUT that
+    # drops the retired key.
+    budget = {"get": 1, "put": 2, "list": 4, "head": 2 * len(FILES), "copy": len(FILES)}
     return [(method, k, mode) for mode in ("before", "after") for method, n in budget.items() for k in range(1, n + 1)]
 
 
@@ -311,8 +312,8 @@ def test_rotation_survives_a_fault_at_every_step(make_memory: MakeMemory, flavou
     probe = seeded(make_memory, flavour, user_id="probe")
     counting = Faulty(probe.store)
     report = rotate_tenant_key(same_keyring(probe, counting), retire_after=0)
-    assert dict(counting.calls) == {"get": 1, "put": 2, "list": 2, "head": 2 * len(FILES), "copy": len(FILES)}
-    assert report.requests == {"GET": 1, "PUT": 2, "LIST": 2, "HEAD": 2 * len(FILES), "COPY": len(FILES)}
+    assert dict(counting.calls) == {"get": 1, "put": 2, "list": 4, "head": 2 * len(FILES), "copy": len(FILES)}
+    assert report.requests == {"GET": 1, "PUT": 2, "LIST": 4, "HEAD": 2 * len(FILES), "COPY": len(FILES)}
 
     for n, (method, k, mode) in enumerate(rotation_scenarios()):
         user = f"u{n}"
@@ -471,16 +472,16 @@ def test_rotation_requests_on_s3(make_memory: MakeMemory, flavour: str, request:
     kms = count_calls(request.getfixturevalue("kms_client"), "before-call.kms")
 
     first = rotate_tenant_key(memory)  # the retired key stays: one pass
-    assert dict(s3) == {"GetObject": 1, "PutObject": 1, "ListObjectsV2": 1, "HeadObject": 10, "CopyObject": 10}
-    assert first.requests == {"GET": 1, "PUT": 1, "LIST": 1, "HEAD": 10, "COPY": 10}
+    assert dict(s3) == {"GetObject": 1, "PutObject": 1, "ListObjectsV2": 2, "HeadObject": 10, "CopyObject": 10}
+    assert first.requests == {"GET": 1, "PUT": 1, "LIST": 2, "HEAD": 10, "COPY": 10}
     # The document is opened with the master key (a KMS Decrypt) and the new key wrapped (Encrypt).
     assert dict(kms) == ({"Decrypt": 1, "Encrypt": 1} if flavour == "s3-tenant-kms" else {})
 
     s3.clear()
     kms.clear()
     final = rotate_tenant_key(memory, retire_after=0)  # everything is current: one pass, then the drop
-    assert dict(s3) == {"GetObject": 1, "PutObject": 1, "ListObjectsV2": 1, "HeadObject": 10}
-    assert final.complete and final.requests == {"GET": 1, "PUT": 1, "LIST": 1, "HEAD": 10}
+    assert dict(s3) == {"GetObject": 1, "PutObject": 1, "ListObjectsV2": 2, "HeadObject": 10}
+    assert final.complete and final.requests == {"GET": 1, "PUT": 1, "LIST": 2, "HEAD": 10}
     assert dict(kms) == ({"Decrypt": 1} if flavour == "s3-tenant-kms" else {})
 
 
@@ -573,22 +574,26 @@ def test_a_retired_key_that_does_not_unwrap_fails_clearly(make_memory: MakeMemor
     assert "retired" in document(memory)
 
 
-def test_rewrap_if_stale_moves_a_data_key_to_the_current_key(make_memory: MakeMemory) -> None:
-    """The hook for writers that keep a file's data key (edits): no request once warm."""
+def test_an_edit_mid_rotation_writes_a_fresh_data_key_under_the_current_key(make_memory: MakeMemory) -> None:
+    """Edits never keep a data key: after a rotation started, what they write is under the new key."""
     from s3memory import _envelope as envelope
 
     memory = seeded(make_memory, "inmemory")
     key = memory.layout.key_for(parse_path("/memories/notes.md"))
-    stored = memory.store.get(key)
-    assert stored is not None
-    header = envelope.parse_header(stored.metadata)
-    binding = envelope.binding_context("alice", "/memories/notes.md")
-    data_key = memory.keyring.unwrap(header.wrapped_key, binding)
-    assert memory.keyring.rewrap_if_stale(data_key, header.wrapped_key, binding) is header.wrapped_key
-    report = rotate_tenant_key(memory)
-    fresh = make_memory("inmemory").keyring
-    moved = fresh.rewrap_if_stale(data_key, header.wrapped_key, binding)
-    assert moved.context["s3memory:kid"] == report.kid and fresh.unwrap(moved, binding) == data_key
+
+    def stored_header() -> envelope.EnvelopeHeader:
+        stored = memory.store.get(key)
+        assert stored is not None
+        return envelope.parse_header(stored.metadata)
+
+    before = stored_header()
+    report = rotate_tenant_key(memory)  # the retired key stays in the document
+    assert not report.complete and before.wrapped_key.context["s3memory:kid"] != report.kid
+    make_memory("inmemory").str_replace("/memories/notes.md", "green", "jasmine")
+    after = stored_header()
+    assert after.wrapped_key.context["s3memory:kid"] == report.kid
+    binding = envelope.binding_context("alice", "/memories/notes.md", prefix="")
+    assert memory.keyring.unwrap(after.wrapped_key, binding) != memory.keyring.unwrap(before.wrapped_key, binding)
 
 
 @pytest.mark.skipif(not supports_encrypted_names(), reason="open_memory has no encrypt_names")
@@ -820,11 +825,13 @@ def test_erase_leaves_no_version_in_a_versioned_bucket(make_memory: MakeMemory, 
 
     report = erase_tenant(memory)
 
-    assert dict(calls) == {"ListObjectVersions": 2, "DeleteObjects": 2}
+    # One listing and one batch delete each: the key documents, then the tenant's two
+    # prefixes (memories/, and .s3memory/ with the rename's intent record versions).
+    assert dict(calls) == {"ListObjectVersions": 3, "DeleteObjects": 3}
     assert versions(memory, "alice/") == []
     assert report.key_versions_destroyed == (3 if conditional_puts else 1)
     assert report.key_versions_destroyed + report.versions_deleted == len(before)
-    assert report.requests == {"LIST-VERSIONS": 2, "DELETE-MANY": 2}
+    assert report.requests == {"LIST-VERSIONS": 3, "DELETE-MANY": 3}
     assert versions(neighbour, "alice2/") == neighbour_versions and texts(neighbour) == FILES
     neighbour.store.purge("alice2/")  # leave the bucket empty for the fixture's clean-up
 

@@ -47,7 +47,9 @@ def tenant_mode(s3_client: Any, kms_client: Any, kms_key_id: str) -> tuple[Any, 
 def test_first_command_creates_the_tenant_key_once(tenant_mode: tuple[Any, Meter]) -> None:
     memory, meter = tenant_mode
     memory.create("/memories/a.md", "x")
-    assert meter.take() == {"ListObjectsV2": 1, "GetObject": 1, "PutObject": 2, "Encrypt": 1}
+    # The command's LIST, and before the key is created a LIST that finds no files (a key
+    # document missing beside files is refused, never silently replaced).
+    assert meter.take() == {"ListObjectsV2": 2, "GetObject": 1, "PutObject": 2, "Encrypt": 1}
     memory.create("/memories/b.md", "x")
     assert meter.take() == {"ListObjectsV2": 1, "PutObject": 1}
 
@@ -125,14 +127,19 @@ def test_rename_and_delete_of_a_directory_scale_per_file(tenant_mode: tuple[Any,
     assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1}
 
 
-def test_kms_per_object_mode_reuses_data_keys(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
+def test_kms_per_object_mode_data_key_requests(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
     options = {"user_id": "alice", "bucket": BUCKET, "s3_client": s3_client, "kms_client": kms_client}
     memory = open_memory(kms_key_id=kms_key_id, key_mode="kms", key_cache=KeyCache(), **options)
     meter = Meter(s3_client, kms_client)
     memory.create("/memories/a.md", "x")
     assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1}
-    memory.str_replace("/memories/a.md", "x", "y")  # the data key was cached at creation
-    assert meter.take() == {"GetObject": 1, "PutObject": 1}
+    # Every version gets a data key of its own (none can be spliced onto another's metadata):
+    # the edit's GenerateDataKey goes alongside its GET, and the read needs no Decrypt (the
+    # key was cached at creation).
+    memory.str_replace("/memories/a.md", "x", "y")
+    assert meter.take() == {"GetObject": 1, "GenerateDataKey": 1, "PutObject": 1}
+    memory.view("/memories/a.md")
+    assert meter.take() == {"GetObject": 1}
     cold = open_memory(kms_key_id=kms_key_id, key_mode="kms", key_cache=KeyCache(), **options)
     cold.view("/memories/a.md")
     assert meter.take() == {"GetObject": 1, "Decrypt": 1}

@@ -10,6 +10,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .._errors import ObjectTooLargeError
+
 
 @dataclass(frozen=True)
 class ObjectInfo:
@@ -42,8 +44,13 @@ class ObjectStore(ABC):
     """
 
     @abstractmethod
-    def get(self, key: str) -> StoredObject | None:
-        """The object's body, ETag and metadata, or ``None`` if there is none."""
+    def get(self, key: str, *, max_bytes: int | None = None) -> StoredObject | None:
+        """The object's body, ETag and metadata, or ``None`` if there is none.
+
+        ``max_bytes`` bounds the body: a larger object raises ``ObjectTooLargeError``
+        without being read whole (the size is checked before the body is read, and at most
+        ``max_bytes + 1`` bytes are ever read), so a planted huge object cannot exhaust memory.
+        """
 
     @abstractmethod
     def head(self, key: str) -> ObjectInfo | None:
@@ -120,3 +127,12 @@ def check_purge_prefix(prefix: str) -> None:
     """Refuse a purge prefix that could reach beyond one directory of keys (e.g. ``""``)."""
     if not isinstance(prefix, str) or not prefix.endswith("/") or prefix.startswith("/") or "//" in prefix:
         raise ValueError(f"purge needs a key prefix ending in '/', not {prefix!r}")
+
+
+def check_size(key: str, size: int, max_bytes: int | None) -> None:
+    """Raise ``ObjectTooLargeError`` if an object of ``size`` bytes is over ``max_bytes``."""
+    if max_bytes is not None and size > max_bytes:
+        raise ObjectTooLargeError(
+            f"Error: the stored object {key!r} is {size:,} bytes, over the {max_bytes:,} this read allows",
+            size=size,
+        )

@@ -28,8 +28,8 @@ class DelegatingStore(ObjectStore):
     def identity(self) -> str:
         return self.inner.identity
 
-    def get(self, key: str) -> StoredObject | None:
-        return self._call("get", lambda: self.inner.get(key))
+    def get(self, key: str, *, max_bytes: int | None = None) -> StoredObject | None:
+        return self._call("get", lambda: self.inner.get(key, max_bytes=max_bytes))
 
     def head(self, key: str) -> ObjectInfo | None:
         return self._call("head", lambda: self.inner.head(key))

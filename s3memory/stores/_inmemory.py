@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from .._errors import PreconditionFailedError
-from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix
+from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix, check_size
 
 
 def _etag(body: bytes) -> str:
@@ -22,9 +22,12 @@ class InMemoryStore(ObjectStore):
         self._objects: dict[str, StoredObject] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> StoredObject | None:
+    def get(self, key: str, *, max_bytes: int | None = None) -> StoredObject | None:
         with self._lock:
-            return self._objects.get(key)
+            found = self._objects.get(key)
+        if found is not None:
+            check_size(key, len(found.body), max_bytes)
+        return found
 
     def head(self, key: str) -> ObjectInfo | None:
         with self._lock:

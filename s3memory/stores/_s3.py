@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .._aws_errors import map_aws_error
-from .._errors import PreconditionFailedError, StorageAccessDeniedError, StorageError
-from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix
+from .._errors import ObjectTooLargeError, PreconditionFailedError, StorageAccessDeniedError, StorageError
+from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix, check_size
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
@@ -71,16 +71,24 @@ class S3Store(ObjectStore):
                 return
         raise exc
 
-    def get(self, key: str) -> StoredObject | None:
+    def get(self, key: str, *, max_bytes: int | None = None) -> StoredObject | None:
         try:
             response = self._call("get_object", Key=key)
         except StorageError as exc:
             self._missing_or_raise(exc, key)
             return None
+        stream = response["Body"]
         try:
-            body = response["Body"].read()
+            # The announced length first; then never more than one byte past the bound, in
+            # case the length was absent or wrong.
+            check_size(key, int(response.get("ContentLength") or 0), max_bytes)
+            body = stream.read() if max_bytes is None else stream.read(max_bytes + 1)
+        except ObjectTooLargeError:
+            stream.close()  # do not drain a huge body to reuse the connection
+            raise
         except Exception as exc:  # a broken stream is a transient storage failure
             raise map_aws_error(exc, "get_object") from exc
+        check_size(key, len(body), max_bytes)
         return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})))
 
     def head(self, key: str) -> ObjectInfo | None:
