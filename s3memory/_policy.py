@@ -1,10 +1,10 @@
 """Least-privilege AWS policy documents for an s3memory deployment: isolation AWS enforces.
 
 s3memory already keeps tenants apart in code (validated user ids, per-tenant prefixes,
-objects sealed to their tenant and path). These documents make AWS refuse cross-tenant
-access as well, so a bug, a confused caller or stolen per-user credentials cannot reach
-another user's objects or keys. Pure functions returning JSON-ready dicts; no AWS call,
-no dependency (``s3memory policy`` prints them).
+objects sealed to their deployment, tenant and path). These documents make AWS refuse
+cross-tenant and cross-deployment access as well, so a bug, a confused caller or stolen
+per-user credentials cannot reach another user's objects or keys. Pure functions
+returning JSON-ready dicts; no AWS call, no dependency (``s3memory policy`` prints them).
 
 How one Lambda function gets per-user credentials
 -------------------------------------------------
@@ -16,10 +16,12 @@ Two roles:
   (``sts:TagSession``) with the user id the API Gateway authorizer vouched for
   (``claims.sub``), never one the model chose: :func:`agent_role_policy`;
 - the **memory role** trusts only the agent role, and only for sessions carrying exactly
-  the tag ``s3memory-user`` (:func:`trust_policy`). Its permissions (:func:`iam_policy`)
-  name the tenant as the policy variable ``${aws:PrincipalTag/s3memory-user}``: S3 objects
-  under ``{prefix}{user}/`` only, listings of that prefix only, and KMS only with the
-  encryption context ``s3memory:tenant`` equal to the tag.
+  the tag ``s3memory-user`` with a value that passes the user-id checks IAM can express
+  (:func:`trust_policy`). Its permissions (:func:`iam_policy`) name the tenant as the
+  policy variable ``${aws:PrincipalTag/s3memory-user}``: S3 objects under the tenant's two
+  sub-prefixes ``{prefix}{user}/memories/`` and ``{prefix}{user}/.s3memory/`` only,
+  listings of those only, and KMS only with the encryption context ``s3memory:tenant``
+  equal to the tag and ``s3memory:prefix``, when present, equal to the deployment's prefix.
 
 Per invocation the function calls ``sts.assume_role(**assume_role_request(role_arn=...,
 user_id=sub))`` (cached per user for a few minutes: the credentials last 15) and builds the
@@ -41,12 +43,19 @@ import hashlib
 import re
 from typing import Any
 
-from ._envelope import CONTEXT_PATH, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY, SUITE_ID
+from ._envelope import (
+    CONTEXT_PATH,
+    CONTEXT_PREFIX,
+    CONTEXT_TENANT,
+    KMS_RESERVED_CONTEXT_KEY,
+    SUITE_ID,
+    deployment_name,
+)
 from ._errors import ConfigurationError
 from ._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE
 from ._memory import ACCESS_MARKER_TAGS
 from ._names import NAMES_KEY_PURPOSE
-from ._paths import validate_prefix, validate_tenant
+from ._paths import MAX_TENANT_LENGTH, RESERVED_SEGMENT, validate_prefix, validate_tenant
 
 POLICY_VERSION = "2012-10-17"
 DEFAULT_TAG = "s3memory-user"
@@ -61,13 +70,20 @@ SESSION_SECONDS = 900  # the shortest session STS grants
 
 # The two shapes of encryption context s3memory sends to KMS (see _keys and _names):
 # a key wrapped for the tenant (its tenant key in tenant mode, its names key in either
-# mode): Encrypt/Decrypt with {tenant, purpose, kid}; and, in kms mode, a data key per
-# object: GenerateDataKey/Encrypt (rename)/Decrypt with {tenant, path, aws:x-amz-cek-alg}.
+# mode): Encrypt/Decrypt with {tenant, prefix, purpose, kid}; and, in kms mode, a data key
+# per object: GenerateDataKey/Encrypt (rename)/Decrypt with {tenant, prefix, path,
+# aws:x-amz-cek-alg}. Objects and key documents written before the deployment was bound
+# (binding version 1) lack s3memory:prefix: the policies accept its absence.
 _WRAPPED_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt"]
-_WRAPPED_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PURPOSE, CONTEXT_KEY_ID]
+_WRAPPED_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PURPOSE, CONTEXT_KEY_ID]
 _WRAPPED_KEY_PURPOSES = [TENANT_KEY_PURPOSE, NAMES_KEY_PURPOSE]
 _DATA_KEY_ACTIONS = ["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"]
-_DATA_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PATH, KMS_RESERVED_CONTEXT_KEY]
+_DATA_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PATH, KMS_RESERVED_CONTEXT_KEY]
+# What s3memory writes under {prefix}{tenant}/, and so all a tenant's session may touch
+# (_paths.TenantLayout): memory files and internal objects. No deployment's namespace can
+# contain another's (the invariant of TenantLayout): no tenant id or prefix segment starts
+# with ".", and "memories" is neither a tenant id nor a prefix segment after the first.
+TENANT_SUBPREFIXES = (f"{RESERVED_SEGMENT}/", ".s3memory/")
 _KEY_ADMIN_ACTIONS = [
     "kms:Create*",
     "kms:Describe*",
@@ -96,6 +112,24 @@ _ROLE_ARN_RE = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):role/[A-Za-z0
 _ADMIN_ARN_RE = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):(?:root|(?:role|user)/[A-Za-z0-9_+=,.@/-]{1,576})")
 _KMS_KEY_ARN_RE = re.compile(r"arn:(aws(?:-[a-z]+)*):kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]{1,64}")
 _SESSION_NAME_MAX = 64
+
+# What the trust policy can check of a tag value, IAM conditions having no regex. AWS
+# accepts as a tag value up to 256 Unicode letters, digits and spaces and _ . : / = + - @
+# (STS ``Tag.Value``: [\p{L}\p{Z}\p{N}_.:/=+\-@]*), so never * ? $ { } or a control
+# character. A user id (_paths.validate_tenant) is 1 to 128 ASCII letters, digits and
+# . _ @ + = -, starting with a letter or digit, and not "memories" in any case. The trust
+# policy refuses every ASCII value that breaks that rule: StringLike one containing : / or
+# a space, one starting with . _ @ + = -, one longer than 128 characters;
+# StringEqualsIgnoreCase the reserved id; the Allow statements require a non-empty value.
+# What it cannot express is "ASCII only": non-ASCII letters, digits and spaces are refused
+# by the code alone.
+_NOT_IN_USER_IDS = ":/ "  # in AWS tag values but never in a user id
+_NOT_FIRST_IN_USER_IDS = "._@+=-"  # in user ids, but never first
+_INVALID_USER_ID_PATTERNS = [
+    *(f"*{c}*" for c in _NOT_IN_USER_IDS),
+    *(f"{c}*" for c in _NOT_FIRST_IN_USER_IDS),
+    "?" * (MAX_TENANT_LENGTH + 1) + "*",
+]
 
 
 # --- validation ---------------------------------------------------------------------
@@ -172,7 +206,13 @@ def _days(value: object, what: str) -> int:
 
 
 def _kms_statement(
-    sid: str, actions: list[str], context_keys: list[str], fixed: dict[str, Any], tenant: str, resource: str
+    sid: str,
+    actions: list[str],
+    context_keys: list[str],
+    fixed: dict[str, Any],
+    tenant: str,
+    prefix: str,
+    resource: str,
 ) -> dict[str, Any]:
     return {
         "Sid": sid,
@@ -181,19 +221,25 @@ def _kms_statement(
         "Resource": resource,
         "Condition": {
             "StringEquals": {f"kms:EncryptionContext:{CONTEXT_TENANT}": tenant, **fixed},
+            # Absent in what was written before deployments were bound (still read); when
+            # present, it must name this deployment: another deployment's objects and keys,
+            # under the same bucket, key and user id, are refused.
+            "StringEqualsIfExists": {f"kms:EncryptionContext:{CONTEXT_PREFIX}": deployment_name(prefix)},
             "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": list(context_keys)},
         },
     }
 
 
-def _kms_statements(tenant: str, key_mode: str, resource: str) -> list[dict[str, Any]]:
-    """KMS use only under this tenant's encryption context, and only in the shapes s3memory sends."""
+def _kms_statements(tenant: str, prefix: str, key_mode: str, resource: str) -> list[dict[str, Any]]:
+    """KMS use only under this tenant's and deployment's encryption context, and only in
+    the shapes s3memory sends."""
     wrapped = _kms_statement(
         "TenantWrappedKeys",
         _WRAPPED_KEY_ACTIONS,
         _WRAPPED_KEY_CONTEXT,
         {f"kms:EncryptionContext:{CONTEXT_PURPOSE}": list(_WRAPPED_KEY_PURPOSES)},
         tenant,
+        prefix,
         resource,
     )
     if key_mode == "tenant":
@@ -204,6 +250,7 @@ def _kms_statements(tenant: str, key_mode: str, resource: str) -> list[dict[str,
         _DATA_KEY_CONTEXT,
         {f"kms:EncryptionContext:{KMS_RESERVED_CONTEXT_KEY}": str(SUITE_ID)},
         tenant,
+        prefix,
         resource,
     )
     return [data, wrapped]
@@ -226,6 +273,11 @@ def iam_policy(
 ) -> dict[str, Any]:
     """The identity policy of the role s3memory runs as, scoped to one tenant.
 
+    The tenant's objects are the two sub-prefixes s3memory writes,
+    ``{prefix}{tenant}/memories/`` and ``{prefix}{tenant}/.s3memory/``: objects under
+    them, and listings whose ``s3:prefix`` is one of them or lies below one. Nothing else
+    under ``{prefix}{tenant}/`` (where another deployment's prefix could begin) is granted.
+
     Args:
         bucket: the memory bucket.
         prefix: s3memory's key prefix (``""`` or ending in ``/``), as given to the tool.
@@ -237,12 +289,15 @@ def iam_policy(
             (one role for every user, each session tagged with its user).
         key_mode: as configured. ``"tenant"``: Encrypt/Decrypt of keys wrapped for the
             tenant (its tenant key, and its names key with ``encrypt_names``), context
-            ``{s3memory:tenant, s3memory:purpose, s3memory:kid}``. ``"kms"``: also
-            GenerateDataKey/Encrypt/Decrypt of a data key per object, context
-            ``{s3memory:tenant, s3memory:path, aws:x-amz-cek-alg=115}``.
+            ``{s3memory:tenant, s3memory:prefix, s3memory:purpose, s3memory:kid}``.
+            ``"kms"``: also GenerateDataKey/Encrypt/Decrypt of a data key per object,
+            context ``{s3memory:tenant, s3memory:prefix, s3memory:path,
+            aws:x-amz-cek-alg=115}``. ``s3memory:prefix`` is the deployment's prefix
+            (``/`` for the empty one) when present; contexts without it (what s3memory
+            wrote before it bound the deployment) are accepted too.
         allow_erase: also allow listing and deleting object versions under the tenant's
-            prefix, to erase a user from a versioned bucket. For an administrative role,
-            not for the role agents run as.
+            sub-prefixes, to erase a user from a versioned bucket. For an administrative
+            role, not for the role agents run as.
         partition: the AWS partition of the ARNs.
 
     Raises:
@@ -255,9 +310,10 @@ def iam_policy(
     key_mode = _key_mode(key_mode)
     partition = _partition(partition)
     bucket_arn = f"arn:{partition}:s3:::{bucket}"
-    tenant_prefix = f"{prefix}{tenant}/"
-    tenant_objects = f"{bucket_arn}/{tenant_prefix}*"
-    list_condition = {"StringLike": {"s3:prefix": [tenant_prefix, f"{tenant_prefix}*"]}}
+    tenant_prefixes = [f"{prefix}{tenant}/{sub}" for sub in TENANT_SUBPREFIXES]
+    tenant_objects = [f"{bucket_arn}/{p}*" for p in tenant_prefixes]
+    # "*" also matches nothing: each sub-prefix itself, and any prefix below it.
+    list_condition = {"StringLike": {"s3:prefix": [f"{p}*" for p in tenant_prefixes]}}
 
     statements: list[dict[str, Any]] = [
         {
@@ -297,7 +353,7 @@ def iam_policy(
         key_partition = _arn(kms_key_arn, _KMS_KEY_ARN_RE, "kms_key_arn").group(1)
         if key_partition != partition:
             raise ConfigurationError(f"kms_key_arn {kms_key_arn!r} is not in the partition {partition!r}")
-        statements += _kms_statements(tenant, key_mode, kms_key_arn)
+        statements += _kms_statements(tenant, prefix, key_mode, kms_key_arn)
     statements.append(
         {
             "Sid": "DenyInsecureTransport",
@@ -328,20 +384,25 @@ def kms_key_policy(
     admin_principal_arn: str | None = None,
     tenant: str = PRINCIPAL_TAG_TENANT,
     key_mode: str = "tenant",
+    prefix: str = "",
 ) -> dict[str, Any]:
     """The key policy of the KMS key that wraps s3memory's keys.
 
     The administrator (by default the account, ``arn:...:iam::{account_id}:root``, which
     lets IAM policies delegate administration) may manage the key but not use it; the
     memory role may use it only under the tenant's encryption context
-    (``kms:EncryptionContext:s3memory:tenant``) and only in the shapes of context s3memory
-    sends in ``key_mode`` (``kms:EncryptionContextKeys``, fixed purposes and algorithm; see
+    (``kms:EncryptionContext:s3memory:tenant``), under the deployment's
+    (``kms:EncryptionContext:s3memory:prefix`` equal to ``prefix``, ``/`` for the empty
+    one, when the context has it), and only in the shapes of context s3memory sends in
+    ``key_mode`` (``kms:EncryptionContextKeys``, fixed purposes and algorithm; see
     :func:`iam_policy`). Nobody else may use it. This is what makes KMS itself refuse to
-    unwrap another tenant's keys. (An administrator can still change the policy or create
-    grants: administering a key is, indirectly, the power to use it.)
+    unwrap another tenant's keys, or another deployment's. (An administrator can still
+    change the policy or create grants: administering a key is, indirectly, the power to
+    use it.) A key shared by deployments with different prefixes needs a statement per
+    deployment (each role's, from this function with its prefix).
 
     Raises:
-        ConfigurationError: for an invalid account id, ARN, tenant or key mode.
+        ConfigurationError: for an invalid account id, ARN, tenant, prefix or key mode.
     """
     if not isinstance(account_id, str) or not _ACCOUNT_RE.fullmatch(account_id):
         raise ConfigurationError(f"account_id {account_id!r} must be 12 digits")
@@ -355,6 +416,7 @@ def kms_key_policy(
         raise ConfigurationError("the key's administrator and its user must be different principals")
     tenant, _ = _tenant(tenant)
     key_mode = _key_mode(key_mode)
+    prefix = validate_prefix(prefix)
     return {
         "Version": POLICY_VERSION,
         "Statement": [
@@ -365,7 +427,10 @@ def kms_key_policy(
                 "Action": list(_KEY_ADMIN_ACTIONS),
                 "Resource": "*",
             },
-            *(_with_principal(statement, user_role_arn) for statement in _kms_statements(tenant, key_mode, "*")),
+            *(
+                _with_principal(statement, user_role_arn)
+                for statement in _kms_statements(tenant, prefix, key_mode, "*")
+            ),
         ],
     }
 
@@ -397,27 +462,55 @@ def assume_role_request(
 
 
 def trust_policy(*, agent_role_arn: str, tag: str = DEFAULT_TAG) -> dict[str, Any]:
-    """The memory role's trust policy: only the agent role, and only tagging the user.
+    """The memory role's trust policy: only the agent role, and only tagging one valid user.
 
-    ``sts:TagSession`` is allowed only when the request sets the tag (non-empty) and no
-    other tag, so every session of the memory role names exactly one user.
+    ``sts:AssumeRole`` and ``sts:TagSession`` are allowed only when the request sets the tag
+    to a non-empty value, and ``sts:TagSession`` only when it sets no other tag, so every
+    session of the memory role names exactly one user, set by the request itself (not by
+    a tag on the role, which an untagged request would inherit). Both are denied when
+    the value is not a user id as far as IAM conditions can tell: it contains ``:``, ``/``
+    or a space, starts with one of ``. _ @ + = -``, is longer than 128 characters, or is
+    the reserved ``memories`` in any case. With the characters AWS allows in a tag value,
+    that leaves exactly the valid user ids plus values with non-ASCII letters, digits or
+    spaces, which only the code (:func:`session_tags`, ``validate_tenant``) refuses.
     """
     _arn(agent_role_arn, _ROLE_ARN_RE, "agent_role_arn")
     tag = validate_tag(tag)
     principal = {"AWS": agent_role_arn}
+    request_tag = f"aws:RequestTag/{tag}"
     return {
         "Version": POLICY_VERSION,
         "Statement": [
-            {"Sid": "AgentAssumesRole", "Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"},
+            {
+                "Sid": "AgentAssumesRoleAsOneUser",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": "sts:AssumeRole",
+                "Condition": {"StringLike": {request_tag: "?*"}},
+            },
             {
                 "Sid": "AgentTagsSessionWithTheUser",
                 "Effect": "Allow",
                 "Principal": principal,
                 "Action": "sts:TagSession",
                 "Condition": {
-                    "StringLike": {f"aws:RequestTag/{tag}": "?*"},
+                    "StringLike": {request_tag: "?*"},
                     "ForAllValues:StringEquals": {"aws:TagKeys": [tag]},
                 },
+            },
+            {
+                "Sid": "DenyInvalidUserIds",
+                "Effect": "Deny",
+                "Principal": principal,
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {"StringLike": {request_tag: list(_INVALID_USER_ID_PATTERNS)}},
+            },
+            {
+                "Sid": "DenyReservedUserIds",
+                "Effect": "Deny",
+                "Principal": principal,
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {"StringEqualsIgnoreCase": {request_tag: RESERVED_SEGMENT}},
             },
         ],
     }
@@ -545,6 +638,7 @@ def deployment_documents(
             admin_principal_arn=admin_principal_arn,
             tenant=tenant,
             key_mode=key_mode,
+            prefix=prefix,
         )
     documents["bucket-lifecycle"] = lifecycle_configuration(
         prefix=prefix, noncurrent_days=noncurrent_days, access_marker_days=access_marker_days

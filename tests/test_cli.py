@@ -71,7 +71,12 @@ def test_create_reads_standard_input(home: Path) -> None:
     ("argv", "status", "message"),
     [
         (["view", "/memories/none"], EXIT_REFUSED, "Error: The path /memories/none does not exist."),
-        (["cat", "/memories/../etc/passwd"], EXIT_REFUSED, "Error: Invalid path"),
+        (
+            ["cat", "/memories/../etc/passwd"],
+            EXIT_REFUSED,
+            "Error: Path /memories/../etc/passwd would escape /memories directory: "
+            "'..' segments (directory traversal) are not allowed",
+        ),
         (["insert", "/memories/none", "0", "x"], EXIT_REFUSED, "Error: The path /memories/none does not exist\n"),
         (["--user", "../evil", "view"], EXIT_CONFIGURATION, "Error: user_id '../evil' is not allowed"),
         (["--key-mode", "kms", "view"], EXIT_CONFIGURATION, "Error: "),
@@ -100,6 +105,7 @@ def test_refusals_leave_the_memory_unchanged(home: Path) -> None:
 def test_bad_master_key_file_is_a_configuration_error(home: Path) -> None:
     home.mkdir(parents=True)
     (home / "master.key").write_text("not base64!!\n")
+    (home / "master.key").chmod(0o600)
     result = run("view")
     assert result.exit_code == EXIT_CONFIGURATION and "is not base64" in result.stderr
 
@@ -266,7 +272,7 @@ def test_demo_runs_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "memory -> File created successfully at: /memories/user/profile.md" in out
     # session 2 reads what session 1 wrote, through a fresh conversation
     assert "     2\t- drinks: green tea, never coffee" in out
-    assert "memory -> [is_error] Error: Invalid path '/memories/../../etc/passwd'" in out
+    assert "memory -> [is_error] Path /memories/../../etc/passwd would escape /memories directory" in out
     assert "assistant: Green tea, never coffee." in out
     raw, decrypted = out.split("--- decrypted by s3memory for user 'ada' ---")
     assert "x-amz-meta-x-amz-c: 115" in raw and "green tea" not in raw.split("=== what the bucket holds ===")[1]
@@ -318,7 +324,7 @@ def test_policy_prints_the_deployment_documents(home: Path, tmp_path: Path) -> N
         "kms-key-policy",
         "bucket-lifecycle",
     }
-    assert "arn:aws:s3:::my-bucket/app/${aws:PrincipalTag/s3memory-user}/*" in printed.stdout
+    assert "arn:aws:s3:::my-bucket/app/${aws:PrincipalTag/s3memory-user}/memories/*" in printed.stdout
     written = run("--bucket", "my-bucket", "policy", *roles, "--no-kms", "--out", str(tmp_path / "p"))
     assert written.exit_code == 0 and "kms-key-policy" not in written.stdout
     assert json.loads((tmp_path / "p" / "memory-role-policy.json").read_text())["Version"] == "2012-10-17"

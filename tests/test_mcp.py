@@ -148,7 +148,7 @@ async def test_errors_are_tool_errors_and_the_server_keeps_serving(tmp_path: Pat
             "The path /memories/missing.md does not exist. Please provide a valid path."
         )
         assert await call(client, "view", path="/memories/../x") == error(
-            "Error: Invalid path '/memories/../x': '.' and '..' segments (directory traversal) are not allowed"
+            "Path /memories/../x would escape /memories directory: '..' segments (directory traversal) are not allowed"
         )
         assert await call(client, "create", path="/memories/a.md", file_text="one") == ok(
             "File created successfully at: /memories/a.md"

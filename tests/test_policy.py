@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import string
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -13,10 +14,13 @@ from typing import Any
 
 import pytest
 from conftest import BUCKET
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from s3memory import ConfigurationError, KeyCache, S3MemoryError, open_memory
-from s3memory._envelope import CONTEXT_PATH, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY
+from s3memory._envelope import CONTEXT_PATH, CONTEXT_PREFIX, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY
 from s3memory._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from s3memory._paths import RESERVED_SEGMENT, validate_tenant
 from s3memory._policy import (
     DEFAULT_TAG,
     PRINCIPAL_TAG_TENANT,
@@ -48,8 +52,11 @@ TAG_KEY = f"aws:PrincipalTag/{DEFAULT_TAG}"
 # and Resource wildcards (* and ?; actions case-insensitive), ${...} policy variables from
 # the request context (an element whose variable is missing matches nothing), Principal
 # {"AWS": ...} for resource and trust policies, and the condition operators the documents
-# use: StringEquals, StringLike, Bool, Null, with ForAllValues:/ForAnyValue:. An operator it
-# does not know fails the test, so it never silently allows.
+# use: StringEquals, StringEqualsIgnoreCase, StringLike, Bool, Null, with ForAllValues: /
+# ForAnyValue: and the IfExists suffix (true when the key is absent). Condition keys are
+# case-insensitive, as in IAM (kms:EncryptionContext:S3MEMORY:PATH is
+# kms:EncryptionContext:s3memory:path); values are not. An operator it does not know fails
+# the test, so it never silently allows.
 
 
 @dataclass
@@ -63,12 +70,22 @@ class Request:
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 
+_ABSENT = object()
+
+
+def lookup(context: dict[str, Any], key: str) -> Any:
+    """The value of a condition key in the request context (keys are case-insensitive)."""
+    found = [value for name, value in context.items() if name.lower() == key.lower()]
+    assert len(found) <= 1, f"the request context spells {key} twice"
+    return found[0] if found else _ABSENT
+
+
 def substitute(text: str, context: dict[str, Any]) -> str | None:
     missing = False
 
     def value(match: re.Match[str]) -> str:
         nonlocal missing
-        found = context.get(match.group(1))
+        found = lookup(context, match.group(1))
         if not isinstance(found, str):
             missing = True
             return ""
@@ -80,7 +97,7 @@ def substitute(text: str, context: dict[str, Any]) -> str | None:
 
 def wildcard(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, re.IGNORECASE if ignore_case else 0) is not None
+    return re.fullmatch(regex, value, re.DOTALL | (re.IGNORECASE if ignore_case else 0)) is not None
 
 
 def as_list(value: Any) -> list[Any]:
@@ -90,6 +107,8 @@ def as_list(value: Any) -> list[Any]:
 def compare(operator: str, expected: str, actual: str) -> bool:
     if operator == "StringEquals":
         return expected == actual
+    if operator == "StringEqualsIgnoreCase":
+        return expected.lower() == actual.lower()
     if operator == "StringLike":
         return wildcard(expected, actual)
     if operator == "Bool":
@@ -99,16 +118,21 @@ def compare(operator: str, expected: str, actual: str) -> bool:
 
 def condition_holds(operator: str, key: str, expected: Any, context: dict[str, Any]) -> bool:
     qualifier, _, operator = operator.rpartition(":")
+    if_exists = operator.endswith("IfExists")
+    operator = operator.removesuffix("IfExists")
+    found = lookup(context, key)
     if operator == "Null":
-        return (key not in context) == (str(expected).lower() == "true")
-    if key not in context:
-        return qualifier == "ForAllValues"  # vacuously true; everything else needs the key
+        assert not if_exists
+        return (found is _ABSENT) == (str(expected).lower() == "true")
+    if found is _ABSENT:
+        # ...IfExists: true without the key; ForAllValues: vacuously true; else false.
+        return if_exists or qualifier == "ForAllValues"
     wanted = [substitute(value, context) for value in as_list(expected)]
 
     def matches(actual: str) -> bool:
         return any(value is not None and compare(operator, value, actual) for value in wanted)
 
-    actual = as_list(context[key])
+    actual = as_list(found)
     if qualifier == "ForAllValues":
         return all(matches(a) for a in actual)
     if qualifier == "ForAnyValue":
@@ -158,6 +182,54 @@ def obj(key: str) -> str:
     return f"{BUCKET_ARN}/{key}"
 
 
+def test_the_evaluator_on_the_conditions_the_documents_use() -> None:
+    """The evaluator itself, on what the trust policy and the KMS statements rely on."""
+    key = "kms:EncryptionContext:s3memory:prefix"
+    assert condition_holds("StringEqualsIfExists", key, "app/", {})  # absent: true
+    assert condition_holds("StringEqualsIfExists", key, "app/", {key: "app/"})
+    assert not condition_holds("StringEqualsIfExists", key, "app/", {key: "other/"})
+    assert not condition_holds("StringEqualsIfExists", key, "app/", {"kms:EncryptionContext:S3MEMORY:Prefix": "x/"})
+    assert not condition_holds("StringEquals", key, "app/", {})  # absent: false
+    assert not condition_holds("StringEquals", key, "app/", {key: "APP/"})  # values keep their case
+    assert condition_holds("StringEquals", key, "app/", {"KMS:encryptioncontext:S3MEMORY:PREFIX": "app/"})
+    assert condition_holds("StringLike", "k", "???*", {"k": "abc"})
+    assert not condition_holds("StringLike", "k", "???*", {"k": "ab"})
+    assert condition_holds("StringLike", "k", "?*", {"k": "a"}) and not condition_holds(
+        "StringLike", "k", "?*", {"k": ""}
+    )
+    assert condition_holds("StringLike", "k", ["x", "*/*"], {"k": "a/b"})  # any of the values
+    assert not condition_holds("StringLike", "k", ["x", "*/*"], {"k": "ab"})
+    assert condition_holds("StringLike", "k", ".*", {"k": ".a"}) and not condition_holds(
+        "StringLike", "k", ".*", {"k": "a."}
+    )
+    assert condition_holds("StringLike", "k", "memories", {"k": "memories"})
+    assert not condition_holds("StringLike", "k", "memories", {"k": "memories2"})
+    assert not condition_holds("StringLike", "k", "*/*", {})
+    assert condition_holds("Null", "k", "true", {}) and not condition_holds("Null", "k", "true", {"k": "v"})
+    assert condition_holds("ForAllValues:StringEquals", "k", ["a"], {})  # vacuously
+    assert not condition_holds("ForAllValues:StringEquals", "k", ["a"], {"k": ["a", "b"]})
+    assert condition_holds("StringEqualsIgnoreCase", "k", "memories", {"k": "MeMories"})
+    assert not condition_holds("StringEqualsIgnoreCase", "k", "memories", {"k": "memories2"})
+    assert not condition_holds("StringEqualsIgnoreCase", "k", "memories", {})
+    for unknown in ("StringNotLike", "NumericLessThan", "StringNotEqualsIgnoreCase"):
+        with pytest.raises(AssertionError):
+            condition_holds(unknown, "k", "x", {"k": "x"})
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": "x:Do", "Condition": {"StringLike": {"k": "?*"}}},
+            {"Effect": "Deny", "Action": "x:Do", "Condition": {"StringLike": {"k": ["*/*", ".*"]}}},
+        ],
+    }
+    assert [decide(policy, Request("x:Do", context={"k": v})) for v in ("a", "a/b", ".a", "")] == [
+        "Allow",
+        "Deny",
+        "Deny",
+        "ImplicitDeny",
+    ]
+    assert decide(policy, Request("x:Do")) == "ImplicitDeny"
+
+
 # --- the evaluator on the documents --------------------------------------------------------
 
 
@@ -177,7 +249,21 @@ def test_a_session_tagged_alice_may_touch_alices_objects(role_policy: dict[str, 
 
 @pytest.mark.parametrize("action", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging"])
 @pytest.mark.parametrize(
-    "key", ["bob/memories/x", "alice2/memories/x", "alice", "alicememories/x", "memories/x", "x/alice/memories/x"]
+    "key",
+    [
+        "bob/memories/x",
+        "alice2/memories/x",
+        "alice",
+        "alicememories/x",
+        "memories/x",
+        "x/alice/memories/x",
+        # under alice/ but outside the two sub-prefixes s3memory writes (issue 11, item 4)
+        "alice/x",
+        "alice/memoriesx/y",
+        "alice/.s3memoryx/y",
+        "alice/bob/memories/x",
+        "alice/x/.s3memory/tenant-key",
+    ],
 )
 def test_and_nobody_elses(role_policy: dict[str, Any], action: str, key: str) -> None:
     assert decide(role_policy, Request(action, obj(key), session("alice"))) == "ImplicitDeny"
@@ -205,16 +291,72 @@ def test_bucket_actions_other_than_listing_are_denied(role_policy: dict[str, Any
     assert not allowed(role_policy, Request(action, BUCKET_ARN, session("alice", **{"s3:prefix": "alice/"})))
 
 
-@pytest.mark.parametrize("prefix", ["alice/", "alice/memories/", "alice/memories/a/b/", "alice/.s3memory/intents/"])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "alice/memories/",
+        "alice/memories/a/b/",
+        "alice/memories/notes.md",  # the S3 store lists a key itself to tell 403 from 404
+        "alice/.s3memory/",
+        "alice/.s3memory/intents/",
+    ],
+)
 def test_alice_may_list_under_her_prefix(role_policy: dict[str, Any], prefix: str) -> None:
     assert allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, session("alice", **{"s3:prefix": prefix})))
 
 
-@pytest.mark.parametrize("prefix", ["bob/", "", "alice", "alice2/", "ali", "/alice/", None])
+@pytest.mark.parametrize(
+    "prefix",
+    ["bob/", "", "alice", "alice2/", "ali", "/alice/", None, "alice/", "alice/x/", "alice/memories", "alice/.s3"],
+)
 def test_alice_may_not_list_anything_else(role_policy: dict[str, Any], prefix: str | None) -> None:
-    """``alice`` without the slash would list ``alice2``'s keys too; no prefix lists the bucket."""
+    """``alice`` without the slash would list ``alice2``'s keys too; no prefix lists the bucket;
+    ``alice/`` itself would list whatever another deployment keeps under ``alice/``."""
     context = session("alice") if prefix is None else session("alice", **{"s3:prefix": prefix})
     assert not allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, context))
+
+
+def test_no_deployment_reaches_into_another_deployment_under_a_users_name() -> None:
+    """Issue 11, item 4: with prefix "", user ``app`` owned ``app/*``, the whole namespace of
+    a deployment with prefix "app/". Now a tenant owns only its two sub-prefixes, which
+    no other deployment's keys can fall under (the user id ``memories`` and prefix
+    segments ``memories`` are refused)."""
+    root = iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, allow_erase=True)
+    nested = iam_policy(bucket=BUCKET, prefix="app/", kms_key_arn=KEY_ARN, allow_erase=True)
+    nested_keys = ["app/x/memories/a.md", "app/x/.s3memory/tenant-key", "app/x/.s3memory/access/0af3", "app/bob/m"]
+    object_actions = [
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:PutObjectTagging",
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+    ]
+    for key in nested_keys:
+        for action in object_actions:
+            assert not allowed(root, Request(action, obj(key), session("app"))), (action, key)
+    for listed in ("app/", "app/x/", "app/x/memories/", "app/x/.s3memory/", "app/x", ""):
+        for action in ("s3:ListBucket", "s3:ListBucketVersions"):
+            assert not allowed(root, Request(action, BUCKET_ARN, session("app", **{"s3:prefix": listed})))
+    # and the other way: the nested deployment's users reach nothing of the user app's
+    for user in ("x", "app", "bob"):
+        for key in ("app/memories/a.md", "app/.s3memory/tenant-key"):
+            for action in object_actions:
+                assert not allowed(nested, Request(action, obj(key), session(user)))
+        for listed in ("app/memories/", "app/.s3memory/", "app/"):
+            assert not allowed(nested, Request("s3:ListBucket", BUCKET_ARN, session(user, **{"s3:prefix": listed})))
+    # each still reaches its own
+    assert allowed(root, Request("s3:GetObject", obj("app/memories/a.md"), session("app")))
+    assert allowed(nested, Request("s3:GetObject", obj("app/x/memories/a.md"), session("x")))
+    # The one tenant of "app/" whose objects would be the user app's files is "memories"
+    # (app/memories/memories/...): the identity policy would grant it, so the trust policy
+    # and the code refuse that user id.
+    assert allowed(nested, Request("s3:GetObject", obj("app/memories/memories/a.md"), session("memories")))
+    assert not may_assume(tagged((DEFAULT_TAG, "memories")))
+    assert not code_accepts("memories")
+    # and a prefix that would put a deployment inside a tenant's memory files is refused
+    for prefix in ("app/memories/", "a/Memories/"):
+        with pytest.raises(ConfigurationError):
+            iam_policy(bucket=BUCKET, prefix=prefix)
 
 
 def test_a_session_tagged_bob_gets_nothing_of_alices(role_policy: dict[str, Any]) -> None:
@@ -239,14 +381,17 @@ def test_plain_http_is_explicitly_denied(role_policy: dict[str, Any]) -> None:
 SHAPES = {"tenant": ["tenant-key", "names-key"], "kms": ["data-key", "names-key"]}
 
 
-def kms_context(tenant: str | None, shape: str = "tenant-key") -> dict[str, str]:
+def kms_context(tenant: str | None, shape: str = "tenant-key", deployment: str | None = "/") -> dict[str, str]:
     """An encryption context as s3memory sends it: a key wrapped for the tenant (its tenant
-    key or its names key), or a data key per object (kms mode)."""
+    key or its names key), or a data key per object (kms mode), in the deployment whose
+    prefix is ``deployment`` (``/`` for the empty prefix; None: written before s3memory
+    bound the deployment, binding version 1)."""
     context: dict[str, str | None]
     if shape == "data-key":
         context = {CONTEXT_TENANT: tenant, CONTEXT_PATH: "ab" * 32, KMS_RESERVED_CONTEXT_KEY: "115"}
     else:
         context = {CONTEXT_TENANT: tenant, CONTEXT_PURPOSE: shape, CONTEXT_KEY_ID: "0123456789abcdef"}
+    context[CONTEXT_PREFIX] = deployment
     return {k: v for k, v in context.items() if v is not None}
 
 
@@ -307,6 +452,44 @@ def test_kms_allows_only_the_shapes_of_context_of_the_key_mode(mode: str) -> Non
         assert not kms_allows(documents, kms_request(action, kms_context("alice", "data-key"), "alice", MEMORY_ROLE))
 
 
+@pytest.mark.parametrize("mode", ["tenant", "kms"])
+def test_kms_refuses_another_deployments_context(mode: str) -> None:
+    """Issue 11, item 5: two deployments sharing a bucket, a key and a user id. Each
+    document alone refuses a context naming another deployment; a context without
+    s3memory:prefix (written before the binding) still decrypts."""
+    documents = [
+        iam_policy(bucket=BUCKET, prefix="app/", kms_key_arn=KEY_ARN, key_mode=mode),
+        kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode=mode, prefix="app/"),
+    ]
+    root = [
+        iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, key_mode=mode),
+        kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode=mode),
+    ]
+    for shape in SHAPES[mode]:
+        own, legacy = kms_context("alice", shape, "app/"), kms_context("alice", shape, None)
+        refused = [
+            kms_context("alice", shape, "other/"),
+            kms_context("alice", shape, "/"),  # the deployment with the empty prefix
+            kms_context("alice", shape, "app"),
+            kms_context("alice", shape, "app/x/"),
+            kms_context("alice", shape, ""),
+            # the condition key matches any case, and the key list refuses the spelling
+            {**legacy, "S3MEMORY:PREFIX": "app/"},
+        ]
+        for action in actions_for(shape):
+            assert kms_allows(documents, kms_request(action, own, "alice", MEMORY_ROLE))
+            assert not kms_allows(root, kms_request(action, own, "alice", MEMORY_ROLE))
+            assert kms_allows(root, kms_request(action, kms_context("alice", shape, "/"), "alice", MEMORY_ROLE))
+            for context in refused:
+                request = kms_request(action, context, "alice", MEMORY_ROLE)
+                assert all(not allowed(document, request) for document in documents), (action, context)
+            # Binding version 1 has no deployment to check: such a context is allowed for
+            # every action of the statement, Encrypt and GenerateDataKey included (one
+            # statement cannot require the key for some of its actions only).
+            assert kms_allows(documents, kms_request(action, legacy, "alice", MEMORY_ROLE))
+            assert not kms_allows(documents, kms_request(action, kms_context("bob", shape, None), "alice", MEMORY_ROLE))
+
+
 def test_the_key_administrator_cannot_use_the_key() -> None:
     key = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE)
     assert allowed(key, Request("kms:ScheduleKeyDeletion", "*", {}, ROOT))
@@ -319,19 +502,140 @@ def test_the_key_administrator_cannot_use_the_key() -> None:
     assert not allowed(custom, Request("kms:DisableKey", "*", {}, ROOT))
 
 
+def sts_requests(request: dict[str, Any], principal: str = AGENT_ROLE) -> list[Request]:
+    """The IAM authorisations of one ``sts.assume_role(**request)``: sts:AssumeRole, and
+    sts:TagSession when it passes tags; both see the tags as aws:RequestTag/<key> and
+    aws:TagKeys."""
+    tags = request.get("Tags", [])
+    context: dict[str, Any] = {f"aws:RequestTag/{tag['Key']}": tag["Value"] for tag in tags}
+    if tags:
+        context["aws:TagKeys"] = [tag["Key"] for tag in tags]
+    actions = ["sts:AssumeRole", *(["sts:TagSession"] if tags else [])]
+    return [Request(action, request["RoleArn"], dict(context), principal) for action in actions]
+
+
+def may_assume(request: dict[str, Any], principal: str = AGENT_ROLE) -> bool:
+    """Whether the agent role's policy and the memory role's trust policy both allow it."""
+    trust, agent = trust_policy(agent_role_arn=AGENT_ROLE), agent_role_policy(memory_role_arn=MEMORY_ROLE)
+    return all(allowed(trust, r) and allowed(agent, r) for r in sts_requests(request, principal))
+
+
+def tagged(*tags: tuple[str, str]) -> dict[str, Any]:
+    return {"RoleArn": MEMORY_ROLE, "Tags": [{"Key": key, "Value": value} for key, value in tags]}
+
+
 def test_only_the_agent_role_may_assume_the_memory_role_and_only_tagging_one_user() -> None:
+    """Issue 11, item 17: sts:AssumeRole itself needs the tag, so no session of the memory
+    role is without a user (nor takes it from a tag on the role)."""
+    assert may_assume(tagged((DEFAULT_TAG, "alice")))
+    assert not may_assume(tagged((DEFAULT_TAG, "alice")), principal=OTHER_ROLE)
+    assert not may_assume({"RoleArn": MEMORY_ROLE})  # untagged
+    assert not may_assume(tagged((DEFAULT_TAG, "alice"), ("team", "x")))  # a second tag
+    assert not may_assume(tagged((DEFAULT_TAG, "")))
+    assert not may_assume(tagged(("team", "x")))
     trust = trust_policy(agent_role_arn=AGENT_ROLE)
-    tagged = {f"aws:RequestTag/{DEFAULT_TAG}": "alice", "aws:TagKeys": [DEFAULT_TAG]}
-    assert allowed(trust, Request("sts:AssumeRole", principal=AGENT_ROLE))
-    assert allowed(trust, Request("sts:TagSession", context=tagged, principal=AGENT_ROLE))
-    assert not allowed(trust, Request("sts:AssumeRole", principal=OTHER_ROLE))
-    assert not allowed(trust, Request("sts:TagSession", context=tagged, principal=OTHER_ROLE))
-    two_tags = {**tagged, "aws:RequestTag/team": "x", "aws:TagKeys": [DEFAULT_TAG, "team"]}
-    assert not allowed(trust, Request("sts:TagSession", context=two_tags, principal=AGENT_ROLE))
-    empty = {f"aws:RequestTag/{DEFAULT_TAG}": "", "aws:TagKeys": [DEFAULT_TAG]}
-    assert not allowed(trust, Request("sts:TagSession", context=empty, principal=AGENT_ROLE))
-    other_tag = {"aws:RequestTag/team": "x", "aws:TagKeys": ["team"]}
-    assert not allowed(trust, Request("sts:TagSession", context=other_tag, principal=AGENT_ROLE))
+    untagged = Request("sts:AssumeRole", MEMORY_ROLE, {}, AGENT_ROLE)
+    assert decide(trust, untagged) == "ImplicitDeny"
+    invalid = sts_requests(tagged((DEFAULT_TAG, "bob/memories/x")))
+    assert [decide(trust, r) for r in invalid] == ["Deny", "Deny"]  # explicitly, for both actions
+
+
+# Every ASCII character AWS accepts in a tag value (STS Tag.Value: [\p{L}\p{Z}\p{N}_.:/=+\-@]*).
+ASCII_TAG_VALUE_CHARS = string.ascii_letters + string.digits + " _.:/=+-@"
+
+
+def is_user_id(value: str) -> bool:
+    """The user-id rule, restated independently of _paths: 1 to 128 ASCII letters, digits
+    and . _ @ + = -, starting with a letter or digit, and not "memories" in any case."""
+    return re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,127}", value) is not None and value.lower() != "memories"
+
+
+def code_accepts(value: str) -> bool:
+    try:
+        session_tags(value)
+    except ConfigurationError:
+        return False
+    return True
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.one_of(
+        st.text(ASCII_TAG_VALUE_CHARS, max_size=12),
+        st.builds(
+            lambda first, rest: first + rest,
+            st.sampled_from(ASCII_TAG_VALUE_CHARS),
+            st.text(ASCII_TAG_VALUE_CHARS, min_size=120, max_size=140),
+        ),
+    )
+)
+@example("")
+@example("a")
+@example("memories")
+@example("Memories")
+@example("MEMORIES")
+@example("memories2")
+@example("a" * 128)
+@example("a" * 129)
+@example("a" * 127 + ":")
+@example("A.b_c@d+e=f-g")
+@example("0")
+@example(".")
+@example("..")
+@example(".s3memory")
+@example("a/b")
+@example("a:b")
+@example("a b")
+@example(" a")
+@example("a ")
+@example("bob/memories/x")
+@example("-a")
+@example("_a")
+@example("@a")
+@example("+a")
+@example("=a")
+def test_the_trust_policy_accepts_exactly_the_valid_user_ids_among_ascii_tag_values(value: str) -> None:
+    """For every ASCII value AWS lets the agent put in the tag, the trust policy, the code
+    (session_tags, what assume_role_request uses) and the rule agree."""
+    valid = is_user_id(value)
+    assert may_assume(tagged((DEFAULT_TAG, value))) is valid
+    assert code_accepts(value) is valid
+
+
+@pytest.mark.parametrize("value", ["alicé", "名前", "١٢٣", "a\u00a0b", "a\u3000b", "ⅷ", "Ω" * 128])
+def test_what_only_the_code_refuses(value: str) -> None:
+    """IAM conditions have no character classes: values with non-ASCII letters, digits or
+    spaces (which AWS accepts in tags) pass the trust policy; the code refuses them.
+    None contains / : or a leading ., so none reaches outside its own tenant prefix."""
+    assert may_assume(tagged((DEFAULT_TAG, value)))
+    assert not code_accepts(value)
+    assert not may_assume(tagged((DEFAULT_TAG, "Ω" * 129)))  # the length is checked whatever the characters
+
+
+@pytest.mark.parametrize("user_id", ["memories", "Memories", "MEMORIES", "mEmOrIeS"])
+def test_the_reserved_user_id_is_refused_by_the_trust_policy_and_the_code(user_id: str) -> None:
+    """Issue 11, item 4: ``memories``, in any case, is no user id (validate_tenant), so no
+    session may carry it."""
+    assert user_id.lower() == RESERVED_SEGMENT
+    with pytest.raises(ConfigurationError):
+        validate_tenant(user_id)
+    with pytest.raises(ConfigurationError):
+        assume_role_request(role_arn=MEMORY_ROLE, user_id=user_id)
+    trust = trust_policy(agent_role_arn=AGENT_ROLE)
+    assert [decide(trust, r) for r in sts_requests(tagged((DEFAULT_TAG, user_id)))] == ["Deny", "Deny"]
+
+
+@pytest.mark.parametrize("user_id", ["alice", "user-42", "0", "A.b_c@d+e=f-g", "u" * 128, "memories2", "my-memories"])
+def test_every_assume_role_request_passes_the_trust_and_agent_policies(user_id: str) -> None:
+    """What the Lambda example sends (assume_role_request) is what the policies allow."""
+    request = assume_role_request(role_arn=MEMORY_ROLE, user_id=user_id)
+    assert may_assume(request)
+    assert [r.action for r in sts_requests(request)] == ["sts:AssumeRole", "sts:TagSession"]
+    # with another tag name, the trust policy for that name
+    other = assume_role_request(role_arn=MEMORY_ROLE, user_id=user_id, tag="tenant")
+    trust = trust_policy(agent_role_arn=AGENT_ROLE, tag="tenant")
+    assert all(allowed(trust, r) for r in sts_requests(other))
+    assert not all(allowed(trust, r) for r in sts_requests(request))
 
 
 def test_the_agent_role_may_only_assume_the_memory_role() -> None:
@@ -357,7 +661,7 @@ def test_a_prefix_scopes_everything_below_it() -> None:
 def test_a_literal_tenant_needs_no_tag() -> None:
     policy = iam_policy(bucket=BUCKET, tenant="alice", kms_key_arn=KEY_ARN)
     text = json.dumps(policy)
-    assert "PrincipalTag" not in text and f"{BUCKET_ARN}/alice/*" in text
+    assert "PrincipalTag" not in text and f"{BUCKET_ARN}/alice/memories/*" in text
     untagged = session(None)
     assert allowed(policy, Request("s3:GetObject", obj("alice/memories/x"), untagged))
     assert allowed(policy, Request("s3:GetObject", obj("alice/memories/x"), session("bob")))  # the tag is irrelevant
@@ -371,7 +675,7 @@ def test_a_literal_tenant_needs_no_tag() -> None:
 
 
 def test_erasing_versions_is_an_opt_in() -> None:
-    versions = session("alice", **{"s3:prefix": "alice/"})
+    versions = session("alice", **{"s3:prefix": "alice/memories/"})
     for policy, expected in ((iam_policy(bucket=BUCKET), False), (iam_policy(bucket=BUCKET, allow_erase=True), True)):
         assert allowed(policy, Request("s3:ListBucketVersions", BUCKET_ARN, versions)) is expected
         assert (
@@ -380,7 +684,13 @@ def test_erasing_versions_is_an_opt_in() -> None:
         )
     admin = iam_policy(bucket=BUCKET, allow_erase=True)
     assert not allowed(admin, Request("s3:DeleteObjectVersion", obj("bob/.s3memory/tenant-key"), session("alice")))
-    assert not allowed(admin, Request("s3:ListBucketVersions", BUCKET_ARN, session("alice", **{"s3:prefix": ""})))
+    for prefix in ("", "alice/"):
+        assert not allowed(
+            admin, Request("s3:ListBucketVersions", BUCKET_ARN, session("alice", **{"s3:prefix": prefix}))
+        )
+    assert allowed(
+        admin, Request("s3:ListBucketVersions", BUCKET_ARN, session("alice", **{"s3:prefix": "alice/.s3memory/"}))
+    )
 
 
 # --- the requests s3memory really makes -------------------------------------------------
@@ -488,6 +798,16 @@ def test_every_request_of_a_real_workload_is_allowed_for_its_user_only(
     assert {"Decrypt", "Encrypt"} & operations
     assert judge(recorded, documents, kms_key_id, "alice") == {True}
     assert judge(recorded, documents, kms_key_id, "bob") == {False}
+    # the same user id in another deployment sharing the bucket and the key (issue 11, items 4, 5)
+    other = deployment_documents(
+        bucket=BUCKET,
+        prefix="" if prefix else "alice/",  # "alice/": where the user alice of prefix "" keeps her objects
+        memory_role_arn=MEMORY_ROLE,
+        agent_role_arn=AGENT_ROLE,
+        kms_key_arn=kms_key_id,
+        key_mode=mode,
+    )
+    assert judge(recorded, other, kms_key_id, "alice") == {False}
 
 
 def record_requests(s3_client: Any, kms_client: Any) -> list[tuple[str, str, dict[str, Any]]]:
@@ -566,11 +886,14 @@ def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
         "Sid": "TenantObjects",
         "Effect": "Allow",
         "Action": ["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
-        "Resource": f"{BUCKET_ARN}/{PRINCIPAL_TAG_TENANT}/*",
+        "Resource": [
+            f"{BUCKET_ARN}/{PRINCIPAL_TAG_TENANT}/memories/*",
+            f"{BUCKET_ARN}/{PRINCIPAL_TAG_TENANT}/.s3memory/*",
+        ],
     }
     assert listing["Action"] == "s3:ListBucket" and listing["Resource"] == BUCKET_ARN
     assert listing["Condition"] == {
-        "StringLike": {"s3:prefix": [f"{PRINCIPAL_TAG_TENANT}/", f"{PRINCIPAL_TAG_TENANT}/*"]}
+        "StringLike": {"s3:prefix": [f"{PRINCIPAL_TAG_TENANT}/memories/*", f"{PRINCIPAL_TAG_TENANT}/.s3memory/*"]}
     }
     assert kms["Resource"] == KEY_ARN and kms["Action"] == ["kms:Encrypt", "kms:Decrypt"]
     assert kms["Condition"] == {
@@ -578,8 +901,9 @@ def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
             "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
             "kms:EncryptionContext:s3memory:purpose": ["tenant-key", "names-key"],
         },
+        "StringEqualsIfExists": {"kms:EncryptionContext:s3memory:prefix": "/"},
         "ForAllValues:StringEquals": {
-            "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:purpose", "s3memory:kid"]
+            "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:prefix", "s3memory:purpose", "s3memory:kid"]
         },
     }
     assert tls["Effect"] == "Deny" and tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
@@ -600,9 +924,13 @@ def test_the_kms_mode_role_policy_asks_for_data_keys() -> None:
         "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
         "kms:EncryptionContext:aws:x-amz-cek-alg": "115",
     }
+    assert data["Condition"]["StringEqualsIfExists"] == {"kms:EncryptionContext:s3memory:prefix": "/"}
     assert data["Condition"]["ForAllValues:StringEquals"] == {
-        "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:path", "aws:x-amz-cek-alg"]
+        "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:prefix", "s3memory:path", "aws:x-amz-cek-alg"]
     }
+    nested = iam_policy(bucket=BUCKET, prefix="a/b/", kms_key_arn=KEY_ARN, key_mode="kms")
+    for statement in nested["Statement"][2:4]:
+        assert statement["Condition"]["StringEqualsIfExists"] == {"kms:EncryptionContext:s3memory:prefix": "a/b/"}
     assert policy["Statement"][3] == iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)["Statement"][2]
 
 
@@ -616,7 +944,10 @@ def test_without_a_key_the_role_policy_has_no_kms_grant() -> None:
 
 def test_other_tags_and_partitions() -> None:
     policy = iam_policy(bucket=BUCKET, tenant=principal_tag("team/user"), partition="aws-cn")
-    assert policy["Statement"][0]["Resource"] == f"arn:aws-cn:s3:::{BUCKET}/${{aws:PrincipalTag/team/user}}/*"
+    assert policy["Statement"][0]["Resource"] == [
+        f"arn:aws-cn:s3:::{BUCKET}/${{aws:PrincipalTag/team/user}}/memories/*",
+        f"arn:aws-cn:s3:::{BUCKET}/${{aws:PrincipalTag/team/user}}/.s3memory/*",
+    ]
     assert policy["Statement"][-1]["Condition"] == {"Null": {"aws:PrincipalTag/team/user": "true"}}
 
 
@@ -634,16 +965,36 @@ def test_the_key_policy_statements() -> None:
     assert use == {**role_statement, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"}  # the same condition
     both = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode="kms")
     assert sids(both) == ["KeyAdministration", "TenantDataKeys", "TenantWrappedKeys"]
+    nested = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode="kms", prefix="app/")
+    (role_data, role_wrapped) = iam_policy(bucket=BUCKET, prefix="app/", kms_key_arn=KEY_ARN, key_mode="kms")[
+        "Statement"
+    ][2:4]
+    assert nested["Statement"][1:] == [
+        {**role_data, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"},
+        {**role_wrapped, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"},
+    ]
 
 
 def test_the_trust_and_agent_policies() -> None:
     trust = trust_policy(agent_role_arn=AGENT_ROLE)
-    assert [s["Action"] for s in trust["Statement"]] == ["sts:AssumeRole", "sts:TagSession"]
+    assert [s["Action"] for s in trust["Statement"]] == [
+        "sts:AssumeRole",
+        "sts:TagSession",
+        ["sts:AssumeRole", "sts:TagSession"],
+        ["sts:AssumeRole", "sts:TagSession"],
+    ]
+    assert [s["Effect"] for s in trust["Statement"]] == ["Allow", "Allow", "Deny", "Deny"]
     assert all(s["Principal"] == {"AWS": AGENT_ROLE} for s in trust["Statement"])
+    request_tag = f"aws:RequestTag/{DEFAULT_TAG}"
+    assert trust["Statement"][0]["Condition"] == {"StringLike": {request_tag: "?*"}}
     assert trust["Statement"][1]["Condition"] == {
-        "StringLike": {f"aws:RequestTag/{DEFAULT_TAG}": "?*"},
+        "StringLike": {request_tag: "?*"},
         "ForAllValues:StringEquals": {"aws:TagKeys": [DEFAULT_TAG]},
     }
+    assert trust["Statement"][2]["Condition"] == {
+        "StringLike": {request_tag: ["*:*", "*/*", "* *", ".*", "_*", "@*", "+*", "=*", "-*", "?" * 129 + "*"]}
+    }
+    assert trust["Statement"][3]["Condition"] == {"StringEqualsIgnoreCase": {request_tag: "memories"}}
     assert agent_role_policy(memory_role_arn=MEMORY_ROLE)["Statement"] == [
         {
             "Sid": "AssumeMemoryRoleAsTheUser",
@@ -666,7 +1017,7 @@ def test_session_tags_and_the_assume_role_request() -> None:
     request = assume_role_request(role_arn=MEMORY_ROLE, user_id=long_user)
     assert re.fullmatch(r"[\w+=,.@-]{2,64}", request["RoleSessionName"])
     assert request["Tags"][0]["Value"] == long_user  # the tag carries the whole id
-    for bad in ("", "../bob", "a/b", "*", "a b"):
+    for bad in ("", "../bob", "a/b", "*", "a b", "memories"):
         with pytest.raises(ConfigurationError):
             session_tags(bad)
     with pytest.raises(ConfigurationError):
@@ -738,6 +1089,11 @@ def test_deployment_documents() -> None:
     ]
     assert documents["memory-role-policy"] == iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)
     assert documents["kms-key-policy"] == kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE)
+    nested = deployment_documents(
+        bucket=BUCKET, memory_role_arn=MEMORY_ROLE, agent_role_arn=AGENT_ROLE, kms_key_arn=KEY_ARN, prefix="app/"
+    )
+    assert nested["kms-key-policy"] == kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, prefix="app/")
+    assert nested["memory-role-policy"] == iam_policy(bucket=BUCKET, prefix="app/", kms_key_arn=KEY_ARN)
     assert documents["memory-role-trust-policy"] == trust_policy(agent_role_arn=AGENT_ROLE)
     assert documents["bucket-lifecycle"] == lifecycle_configuration()
     json.dumps(documents)  # JSON-ready
@@ -752,7 +1108,10 @@ def test_deployment_documents() -> None:
         prefix="p/",
     )
     assert "EraseTenantVersions" in sids(erase["memory-role-policy"])
-    assert erase["memory-role-policy"]["Statement"][0]["Resource"] == f"{BUCKET_ARN}/p/${{aws:PrincipalTag/tenant}}/*"
+    assert erase["memory-role-policy"]["Statement"][0]["Resource"] == [
+        f"{BUCKET_ARN}/p/${{aws:PrincipalTag/tenant}}/memories/*",
+        f"{BUCKET_ARN}/p/${{aws:PrincipalTag/tenant}}/.s3memory/*",
+    ]
     assert erase["memory-role-trust-policy"]["Statement"][1]["Condition"]["ForAllValues:StringEquals"] == {
         "aws:TagKeys": ["tenant"]
     }
@@ -772,6 +1131,8 @@ def test_deployment_documents() -> None:
         "ali?e",
         ".",
         "-alice",
+        "memories",
+        "MeMoRiEs",
         "a" * 129,
         "${aws:username}",
         "${aws:PrincipalTag/}",
@@ -792,10 +1153,14 @@ def test_bad_tenants_are_refused(tenant: Any) -> None:
         kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, tenant=tenant)
 
 
-@pytest.mark.parametrize("prefix", ["app", "/app/", "app//", "../", "./", "*/", "app/*/", "a b/", None])
+@pytest.mark.parametrize(
+    "prefix", ["app", "/app/", "app//", "../", "./", "*/", "app/*/", "a b/", "app/memories/", "a/b/MEMORIES/", None]
+)
 def test_bad_prefixes_are_refused(prefix: Any) -> None:
     with pytest.raises(ConfigurationError):
         iam_policy(bucket=BUCKET, prefix=prefix)
+    with pytest.raises(ConfigurationError):
+        kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, prefix=prefix)
     with pytest.raises(ConfigurationError):
         lifecycle_configuration(prefix=prefix)
 
