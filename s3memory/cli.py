@@ -44,6 +44,7 @@ EXIT_REFUSED = 1  # the memory refused the command: no such path, exists, invali
 EXIT_USAGE = 2  # bad command line (click's own)
 EXIT_CONFIGURATION = 3  # bad settings: user id, master key, missing optional package
 EXIT_STORAGE = 4  # S3/KMS unreachable or refusing, or a stored object failed its integrity check
+EXIT_UNEXPECTED = 5  # anything else: a bug or an environment s3memory does not know how to explain
 
 ROOT = "/memories"
 
@@ -801,6 +802,11 @@ def main(argv: list[str] | None = None) -> int:
         cli.main(args=argv, prog_name="s3memory", standalone_mode=True)
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else EXIT_REFUSED
+    except Exception as error:  # the last resort: still one line, never a traceback
+        detail = f": {error}" if str(error) else ""
+        message = printable(f"Error: s3memory failed unexpectedly ({type(error).__name__}{detail})")
+        click.echo(message, err=True)
+        return EXIT_UNEXPECTED
     return 0
 
 

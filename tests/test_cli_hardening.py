@@ -477,3 +477,18 @@ def test_export_exit_status_is_the_worst_failure(home: Path, tmp_path: Path) -> 
     assert result.exit_code == EXIT_STORAGE
     assert "/memories/a.md: Error: " in result.stderr and "integrity" in result.stderr
     assert (target / "b.md").read_text() == "fine\n" and not (target / "a.md").exists()
+
+
+def test_an_unexpected_failure_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def broken(self: Settings) -> None:
+        raise RuntimeError("no region\x1b[2J here")
+
+    monkeypatch.setenv("S3MEMORY_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("S3MEMORY_USER", "alice")
+    monkeypatch.setattr(Settings, "open", broken)
+    assert cli_module.main(["view"]) == cli_module.EXIT_UNEXPECTED
+    captured = capsys.readouterr()
+    assert captured.err == "Error: s3memory failed unexpectedly (RuntimeError: no region\\x1b[2J here)\n"
+    assert "Traceback" not in captured.err + captured.out
