@@ -2,8 +2,9 @@
 
 A write is visible in the object's own LastModified. A read is not, so with
 ``track_access=True`` the memory records it: the first read of a file per day and process
-also PUTs an empty marker object, ``{tenant}/.s3memory/access/{sha256(key)[:32]}``, in the
-same round trip as the read (one extra request per file per day, no extra latency). A
+also PUTs an empty marker object, ``{tenant}/.s3memory/access/{sha256(key)[:32]}``, once
+the read found the file (one extra request and round trip per file per day; a path that
+does not exist gets no marker, so made-up paths create no objects). A
 file's last access is the later of its LastModified and its marker's.
 
 ``expire_memories`` costs one LIST per 1,000 files and one per 1,000 markers, plus one

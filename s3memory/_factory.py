@@ -72,8 +72,8 @@ def open_memory(
             naming the kind of secret), ``"redact"`` (replaced by ``[REDACTED: kind]``),
             ``"allow"``, or any callable taking and returning the text (e.g. a
             ``SecretGuard`` with your own detectors).
-        track_access: record reads (one PUT per file per day and process, in the read's own
-            round trip) so that ``s3memory.expire_memories`` can find memories nobody reads.
+        track_access: record reads (one PUT per file per day and process, after a read that
+            found the file) so that ``s3memory.expire_memories`` can find memories nobody reads.
 
     Raises:
         ConfigurationError: for an invalid user id, master key or combination of options.

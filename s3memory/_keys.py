@@ -7,7 +7,7 @@ Two keyrings, one interface (:class:`Keyring`):
   created with ``If-None-Match: *`` so concurrent first writers agree, and cached in
   process. Data keys are wrapped locally with AES-GCM under it (``x-amz-w`` = ``02``): once
   warm, zero KMS calls per command.
-- :class:`KmsKeyring` (interoperable mode): one ``GenerateDataKey`` per new object with the
+- :class:`KmsKeyring` (interoperable mode): one ``GenerateDataKey`` per write with the
   binding as encryption context (``x-amz-w`` = ``12``), exactly as the official S3
   Encryption Client does, so it can read our objects and we can read its objects.
 
@@ -693,10 +693,11 @@ class TenantKeyring(Keyring):
 
 
 class KmsKeyring(Keyring):
-    """One KMS data key per object, wrapped with the binding as encryption context.
+    """One KMS data key per version of an object, wrapped with the binding as encryption context.
 
-    Decrypted data keys are cached by their wrapped bytes (bounded, with a TTL), so reading
-    the same object again, or editing it, costs no KMS call.
+    Decrypted data keys are cached by their wrapped bytes and context (bounded, with a TTL),
+    so reading the same object again costs no KMS call; a write costs one
+    ``GenerateDataKey`` (sent alongside the edit's read).
     """
 
     algorithm = WRAP_KMS_CONTEXT

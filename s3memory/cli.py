@@ -731,8 +731,9 @@ def policy(ctx: click.Context, /, **options: Any) -> None:
     """Print the IAM, KMS and lifecycle documents that make AWS enforce tenant isolation.
 
     Uses --bucket, --prefix and --key-mode. Each user's session may touch only
-    {prefix}${aws:PrincipalTag/s3memory-user}/* and use the KMS key only under its own
-    encryption context. See SECURITY.md, "Deployment".
+    {prefix}${aws:PrincipalTag/s3memory-user}/memories/ and /.s3memory/, and use the KMS
+    key only under its own tenant's and this deployment's encryption context. See
+    SECURITY.md, "Isolation that AWS enforces".
     """
     import json
 
