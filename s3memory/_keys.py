@@ -49,7 +49,6 @@ from .stores import ObjectStore, StoredObject
 # the deployment; version 2, what s3memory writes now, adds ``s3memory:prefix``. Both are read.
 KEY_DOCUMENT_VERSION = 2
 KEY_DOCUMENT_VERSIONS = (1, 2)
-TENANT_KEY_FORMAT_VERSION = KEY_DOCUMENT_VERSION
 CONTEXT_KEY_ID = "s3memory:kid"
 CONTEXT_PURPOSE = "s3memory:purpose"
 # AAD of a locally wrapped data key: the V3 AES/GCM keyring's cipher name, then the

@@ -96,6 +96,7 @@ from ._errors import (
 from ._keys import (
     CONTEXT_KEY_ID,
     KEY_DOCUMENT_ERRORS,
+    KEY_DOCUMENT_VERSION,
     LocalMasterKey,
     MasterKey,
     TenantKeyring,
@@ -489,8 +490,8 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
 def _rewrapped_document(
     body: bytes, layout: TenantLayout, purpose: str, old: MasterKey, new: MasterKey
 ) -> bytes | None:
-    """The document with every key in it wrapped by ``new`` (for the document's own version);
-    None if it already is."""
+    """The document with every key in it wrapped by ``new``, as a document of the current
+    version (bound to the deployment); None if it already is."""
     corrupt = TenantKeyError(f"Error: The {purpose} of this memory failed its integrity check.")
     document = parse_key_document(body, what=purpose).fields
     try:
@@ -502,20 +503,20 @@ def _rewrapped_document(
     if not all(isinstance(kid, str) for kid, _ in wrapped):
         raise corrupt
 
-    def context(kid: str) -> dict[str, str]:
-        return key_document_context(layout.tenant, purpose, kid, prefix=layout.prefix, version=document["v"])
+    def context(kid: str, version: int) -> dict[str, str]:
+        return key_document_context(layout.tenant, purpose, kid, prefix=layout.prefix, version=version)
 
     candidates = [m for m in (old, new) if m.kind == wrapper]
     for master in candidates:
         try:
-            keys = [master.unwrap(blob, context(kid)) for kid, blob in wrapped]
+            keys = [master.unwrap(blob, context(kid, document["v"])) for kid, blob in wrapped]
         except (IntegrityError, StorageAccessDeniedError):
             continue  # not this master key (KMS may answer "access denied" for a foreign ciphertext)
         if master is new and (old.kind != new.kind or old.fingerprint != new.fingerprint):
             return None  # already re-wrapped by an earlier run
         for entry, (kid, _), key in zip(entries, wrapped, keys, strict=True):
-            entry["wrapped"] = base64.b64encode(new.wrap(key, context(kid))).decode()
-        document["wrapper"] = new.kind
+            entry["wrapped"] = base64.b64encode(new.wrap(key, context(kid, KEY_DOCUMENT_VERSION))).decode()
+        document["wrapper"], document["v"] = new.kind, KEY_DOCUMENT_VERSION
         return json.dumps(document, sort_keys=True).encode()
     raise TenantKeyError(
         f"Error: The {purpose} of this memory could not be unwrapped by the old or the new master key."

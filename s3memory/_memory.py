@@ -139,14 +139,16 @@ def _excerpt(text: str, limit: int = MAX_ECHOED_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} more characters]"
 
 
-def _line_numbers_of(content: str, needle: str) -> list[int]:
-    """The line of every occurrence of ``needle`` (overlapping ones too), in one pass."""
-    numbers, line, counted_to, start = [], 1, 0, 0
-    while (position := content.find(needle, start)) != -1:
+def _line_numbers_of(content: str, needle: str, limit: int) -> list[int]:
+    """The lines of the first ``limit`` occurrences of ``needle``, counted as ``str.count``
+    counts them (not overlapping): one forward pass, however long the needle."""
+    numbers: list[int] = []
+    line, counted_to, start = 1, 0, 0
+    while len(numbers) < limit and (position := content.find(needle, start)) != -1:
         line += content.count("\n", counted_to, position)
         counted_to = position
         numbers.append(line)
-        start = position + 1
+        start = position + len(needle)
     return numbers
 
 
@@ -462,7 +464,7 @@ class EncryptedMemory:
             "rename": ("old_path", "new_path"),
         }
         if not isinstance(name, str) or name not in required:
-            raise InvalidCommandError(f"Error: Unknown command {name!r}. Use one of: {', '.join(COMMANDS)}.")
+            raise InvalidCommandError(f"Error: Unknown command {_short_repr(name)}. Use one of: {', '.join(COMMANDS)}.")
         for parameter in required[name]:
             if command.get(parameter) is None:
                 raise InvalidCommandError(f"Error: Missing required parameter `{parameter}` for command `{name}`.")
@@ -722,10 +724,9 @@ class EncryptedMemory:
                     f"No replacement was performed, old_str `{_excerpt(old_str)}` did not appear verbatim in {path}."
                 )
             if count > 1:
-                numbers = _line_numbers_of(content, old_str)
-                listed = ", ".join(map(str, numbers[:MAX_LISTED_LINES]))
-                if len(numbers) > MAX_LISTED_LINES:
-                    listed += f", ... ({len(numbers):,} occurrences in all)"
+                listed = ", ".join(map(str, _line_numbers_of(content, old_str, MAX_LISTED_LINES)))
+                if count > MAX_LISTED_LINES:
+                    listed += f", ... ({count:,} occurrences in all)"
                 raise EditError(
                     self._capped(
                         f"No replacement was performed. Multiple occurrences of old_str `{_excerpt(old_str)}` "
@@ -818,7 +819,7 @@ class EncryptedMemory:
         intent_key = f"{self.layout.internal_prefix}intents/rename-{intent_tag[:40]}"
         # Round trip 1, concurrently: both sides, the new path's ancestors, and a record of
         # an unfinished earlier attempt at this very rename.
-        old_head, old_under, new_head, new_under, intent, *ancestor_heads = self._parallel(
+        old_head, old_under, new_head, new_under, (intent, stale_intent), *ancestor_heads = self._parallel(
             lambda: self.store.head(old_key),
             lambda: list(self.store.list(self.layout.dir_prefix(old))),
             lambda: self.store.head(new_key),
@@ -840,6 +841,8 @@ class EncryptedMemory:
         if (old_head is not None and new_under) or (old_head is None and new_head is not None):
             only_ours = False
         if old_head is None and not old_under:
+            if stale_intent is not None:
+                self._remove_stale_intent(intent_key, stale_intent)
             if intent is not None:
                 self.store.delete([intent_key])
                 if at_destination and only_ours:  # finished earlier; only the record was left
@@ -855,6 +858,8 @@ class EncryptedMemory:
         moves = self._plan_moves(old, new, old_path, new_path, old_head, old_under)
 
         if intent is None:  # round trip 2: the record, before anything is copied
+            if stale_intent is not None:
+                self._remove_stale_intent(intent_key, stale_intent)
             sources = ([old_head] if old_head is not None else []) + old_under
             recorded = sorted({_bare(info.etag) for info in sources})
             self._write_intent(intent_key, {"op": "rename", "old": old.display, "new": new.display, "etags": recorded})
@@ -894,21 +899,34 @@ class EncryptedMemory:
                 "Error: The same rename is already running elsewhere; try again in a moment."
             ) from None
 
-    def _read_intent(self, key: str) -> dict[str, Any] | None:
-        """The record of an unfinished rename, or None. An unreadable record counts as none
-        (so it grants nothing): a rename then behaves as if fresh."""
+    def _read_intent(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        """(the record of an unfinished rename, None), or (None, the ETag of an object at the
+        record's key that is no record), or (None, None). An unreadable object (sealed by an
+        older version, tampered with, planted) grants nothing: the rename behaves as if
+        fresh, and replaces it."""
         try:
             stored = self.store.get(key, max_bytes=MAX_INTENT_BYTES)
         except ObjectTooLargeError:
-            return None
+            head = self.store.head(key)
+            return None, None if head is None else head.etag
         if stored is None:
-            return None
+            return None, None
         try:
             plaintext, _, _ = self._decrypt(self._intent_name(key), key, stored.body, stored.metadata)
             record = json.loads(plaintext)
         except (IntegrityError, ForeignObjectError, ValueError, RecursionError):
-            return None
-        return record if isinstance(record, dict) and isinstance(record.get("etags"), list) else None
+            return None, stored.etag
+        if isinstance(record, dict) and isinstance(record.get("etags"), list):
+            return record, None
+        return None, stored.etag
+
+    def _remove_stale_intent(self, key: str, etag: str) -> None:
+        try:
+            self.store.delete([key], if_match={key: etag})
+        except PreconditionFailedError:
+            raise PreconditionFailedError(
+                "Error: The same rename is already running elsewhere; try again in a moment."
+            ) from None
 
     def _plan_moves(
         self,

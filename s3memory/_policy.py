@@ -73,7 +73,8 @@ SESSION_SECONDS = 900  # the shortest session STS grants
 # mode): Encrypt/Decrypt with {tenant, prefix, purpose, kid}; and, in kms mode, a data key
 # per object: GenerateDataKey/Encrypt (rename)/Decrypt with {tenant, prefix, path,
 # aws:x-amz-cek-alg}. Objects and key documents written before the deployment was bound
-# (binding version 1) lack s3memory:prefix: the policies accept its absence.
+# (binding version 1) lack s3memory:prefix: the policies accept its absence for Decrypt
+# only, so no session can make new unbound keys that another deployment would accept.
 _WRAPPED_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt"]
 _WRAPPED_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PURPOSE, CONTEXT_KEY_ID]
 _WRAPPED_KEY_PURPOSES = [TENANT_KEY_PURPOSE, NAMES_KEY_PURPOSE]
@@ -213,21 +214,39 @@ def _kms_statement(
     tenant: str,
     prefix: str,
     resource: str,
-) -> dict[str, Any]:
-    return {
-        "Sid": sid,
-        "Effect": "Allow",
-        "Action": list(actions),
-        "Resource": resource,
-        "Condition": {
-            "StringEquals": {f"kms:EncryptionContext:{CONTEXT_TENANT}": tenant, **fixed},
-            # Absent in what was written before deployments were bound (still read); when
-            # present, it must name this deployment: another deployment's objects and keys,
-            # under the same bucket, key and user id, are refused.
-            "StringEqualsIfExists": {f"kms:EncryptionContext:{CONTEXT_PREFIX}": deployment_name(prefix)},
-            "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": list(context_keys)},
-        },
-    }
+) -> list[dict[str, Any]]:
+    """Two statements: making keys needs this deployment in the context; reading them needs
+    it when present (it is absent in what was written before deployments were bound), so
+    another deployment's objects and keys, under the same bucket, key and user id, are
+    refused, and nothing new can be made unbound."""
+    deployment = {f"kms:EncryptionContext:{CONTEXT_PREFIX}": deployment_name(prefix)}
+    context_shape = {"ForAllValues:StringEquals": {"kms:EncryptionContextKeys": list(context_keys)}}
+    tenant_and_fixed = {f"kms:EncryptionContext:{CONTEXT_TENANT}": tenant, **fixed}
+    making = [action for action in actions if action != "kms:Decrypt"]
+    statements = [
+        {
+            "Sid": sid,
+            "Effect": "Allow",
+            "Action": making,
+            "Resource": resource,
+            "Condition": {"StringEquals": {**tenant_and_fixed, **deployment}, **context_shape},
+        }
+    ]
+    if "kms:Decrypt" in actions:
+        statements.append(
+            {
+                "Sid": sid + "Read",
+                "Effect": "Allow",
+                "Action": ["kms:Decrypt"],
+                "Resource": resource,
+                "Condition": {
+                    "StringEquals": tenant_and_fixed,
+                    "StringEqualsIfExists": deployment,
+                    **context_shape,
+                },
+            }
+        )
+    return statements
 
 
 def _kms_statements(tenant: str, prefix: str, key_mode: str, resource: str) -> list[dict[str, Any]]:
@@ -243,7 +262,7 @@ def _kms_statements(tenant: str, prefix: str, key_mode: str, resource: str) -> l
         resource,
     )
     if key_mode == "tenant":
-        return [wrapped]
+        return wrapped
     data = _kms_statement(
         "TenantDataKeys",
         _DATA_KEY_ACTIONS,
@@ -253,7 +272,7 @@ def _kms_statements(tenant: str, prefix: str, key_mode: str, resource: str) -> l
         prefix,
         resource,
     )
-    return [data, wrapped]
+    return [*data, *wrapped]
 
 
 def _with_principal(statement: dict[str, Any], principal: str) -> dict[str, Any]:

@@ -74,7 +74,8 @@ character. Nothing printed is ever read as markup.
 
 \b
 Exit status: 0 success, 1 the command was refused (message on stderr),
-2 bad usage, 3 bad configuration, 4 storage or integrity failure.
+2 bad usage, 3 bad configuration, 4 storage or integrity failure,
+5 an unexpected failure.
 """
 
 # -- showing untrusted text -----------------------------------------------------------------
@@ -103,8 +104,8 @@ def printable(text: object, *, name: bool = False, lines: bool = False) -> str:
     printed exactly. ``lines`` keeps newlines and tabs (a tool answer, a file's text);
     without it the result is one line (an error message). ``name`` escapes the backslash
     and every character :meth:`str.isprintable` rejects too (spaces other than " ",
-    unassigned code points), so two different names are never shown alike and each can be
-    read back. Print the result with click, or as a rich ``Text``: never as markup.
+    unassigned code points), so two different names are never printed the same and each
+    can be read back. Print the result with click, or as a rich ``Text``: never as markup.
     """
 
     def replace(match: re.Match[str]) -> str:

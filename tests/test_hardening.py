@@ -221,12 +221,13 @@ def test_multiple_occurrences_answer_is_capped_and_linear(make_memory: MakeMemor
     memory.create("/memories/big.md", line * 2400)  # 98,400 bytes, 2,400 occurrences of "x" * 40
     started = time.process_time()
     with pytest.raises(EditError) as info:
-        memory.str_replace("/memories/big.md", line * 30, "y")
+        memory.str_replace("/memories/big.md", line * 2, "y")
     spent = time.process_time() - started
     message = str(info.value)
     assert message.startswith("No replacement was performed. Multiple occurrences of old_str `")
     assert len(message) <= memory.limits.max_view_chars
-    assert "more characters]" in message and "occurrences in all)" in message
+    assert message.count(", ") == 100  # 100 line numbers, then the total
+    assert message.endswith(", 197, 199, ... (1,200 occurrences in all). Please ensure it is unique")
     assert spent < 1.0, spent  # generous: quadratic numbering took seconds on this input
 
 
@@ -440,3 +441,67 @@ def test_a_refused_huge_path_is_not_echoed_whole(make_memory: MakeMemory) -> Non
         with pytest.raises(InvalidCommandError) as info:
             memory.view(path)
         assert len(str(info.value)) < 1_600 and "more characters]" in str(info.value)
+
+
+def test_multiple_occurrences_of_a_long_old_str_are_numbered_in_linear_time(make_memory: MakeMemory) -> None:
+    """The worst case for numbering overlapping matches: 100 KB of one letter, a 50 KB old_str."""
+    memory = make_memory("inmemory")
+    memory.create("/memories/a.md", "a" * 100_000)
+    started = time.process_time()
+    with pytest.raises(EditError) as info:
+        memory.str_replace("/memories/a.md", "a" * 40_000, "b")
+    spent = time.process_time() - started
+    assert "in lines: 1, 1. Please ensure it is unique" in str(info.value)  # two, as str.count counts them
+    assert spent < 0.5, spent  # numbering overlapping matches took about 2 s here
+
+
+@pytest.mark.parametrize("planted", ["sealed-by-0.1", "garbage", "oversized"])
+def test_an_unreadable_object_at_an_intent_key_does_not_block_the_rename(make_memory: MakeMemory, planted: str) -> None:
+    """A record left by s3memory 0.1 (sealed for /memories/.s3memory/rename-...), or anything
+    else a writer put there, grants nothing and is replaced: the rename goes through."""
+    from s3memory._memory import MAX_INTENT_BYTES
+
+    memory = make_memory("inmemory")
+    memory.create("/memories/a.md", "moving\n")
+    key = memory_intent_key(memory, "/memories/a.md", "/memories/b.md")
+    if planted == "sealed-by-0.1":
+        old_name = "/memories/.s3memory/" + key.rsplit("/", 1)[1]
+        data_key, wrapped = memory.keyring.generate(envelope.binding_context("alice", old_name))
+        record = json.dumps({"v": 1, "op": "rename", "etags": []}).encode()
+        body, metadata = envelope.seal(record, data_key, wrapped)
+    else:
+        body, metadata = (b"x" * (MAX_INTENT_BYTES + 1) if planted == "oversized" else b"garbage"), {}
+    memory.store.put(key, body, metadata)
+
+    assert memory.rename("/memories/a.md", "/memories/b.md") == "Successfully renamed /memories/a.md to /memories/b.md"
+    assert memory.read_text("/memories/b.md") == "moving\n" and memory.store.get(key) is None
+
+
+@pytest.mark.parametrize("name", [10**5000, "x" * 3_000_000, [[[["view"]]]]], ids=["huge-int", "huge-str", "nested"])
+def test_an_unknown_command_of_any_shape_gets_a_short_clear_error(make_memory: MakeMemory, name: object) -> None:
+    with pytest.raises(InvalidCommandError) as info:
+        make_memory("inmemory").execute({"command": name, "path": "/memories"})
+    assert str(info.value).startswith("Error: Unknown command ") and len(str(info.value)) < 300
+
+
+def test_rewrapping_key_documents_of_format_v1_binds_them_to_the_deployment() -> None:
+    from s3memory import generate_master_key, rewrap_tenant_key
+
+    fixture = FIXTURES["scenarios"]["tenant-local-names"]
+    store = InMemoryStore()
+    for key, obj in fixture["objects"].items():
+        store.put(key, base64.b64decode(obj["body_b64"]), obj["metadata"])
+    old, new = base64.b64decode(FIXTURES["master_key_b64"]), generate_master_key()
+
+    def memory(master: bytes) -> EncryptedMemory:
+        options: dict[str, Any] = {"encrypt_names": True, "key_cache": KeyCache()}
+        return open_memory(user_id="alice", store=store, prefix="app/", master_key=master, **options)
+
+    report = rewrap_tenant_key(memory(old), new)
+    assert sorted(report.rewrapped) == ["app/alice/.s3memory/names-key", "app/alice/.s3memory/tenant-key"]
+    for name in ("names-key", "tenant-key"):
+        assert json.loads(store.get(f"app/alice/.s3memory/{name}").body)["v"] == 2  # type: ignore[union-attr]
+    for path, text in fixture["files"].items():
+        assert memory(new).read_text(path) == text
+    with pytest.raises(TenantKeyError):
+        memory(old).read_text(next(iter(fixture["files"])))

@@ -107,8 +107,11 @@ ESCAPES = "Path {} would escape /memories directory: '..' segments (directory tr
 
 
 def shown(raw: str) -> str:
-    """How a refusal echoes a path: as given if printable (as the reference does), else repr()."""
-    return raw if raw.isprintable() else repr(raw)
+    """How a refusal echoes a path: as given if printable (as the reference does), else
+    repr(); a path over 1,100 characters is cut there, saying how much was left out."""
+    head = raw[:1100]
+    text = head if head.isprintable() else repr(head)
+    return text if len(raw) <= 1100 else f"{text}... [{len(raw) - 1100:,} more characters]"
 
 
 def _assert_clean_refusal(error: BaseException) -> None:

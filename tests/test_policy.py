@@ -456,7 +456,8 @@ def test_kms_allows_only_the_shapes_of_context_of_the_key_mode(mode: str) -> Non
 def test_kms_refuses_another_deployments_context(mode: str) -> None:
     """Issue 11, item 5: two deployments sharing a bucket, a key and a user id. Each
     document alone refuses a context naming another deployment; a context without
-    s3memory:prefix (written before the binding) still decrypts."""
+    s3memory:prefix (written before the binding) still decrypts, but nothing new can be
+    made under it (else a session could forge unbound keys another deployment accepts)."""
     documents = [
         iam_policy(bucket=BUCKET, prefix="app/", kms_key_arn=KEY_ARN, key_mode=mode),
         kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode=mode, prefix="app/"),
@@ -483,10 +484,12 @@ def test_kms_refuses_another_deployments_context(mode: str) -> None:
             for context in refused:
                 request = kms_request(action, context, "alice", MEMORY_ROLE)
                 assert all(not allowed(document, request) for document in documents), (action, context)
-            # Binding version 1 has no deployment to check: such a context is allowed for
-            # every action of the statement, Encrypt and GenerateDataKey included (one
-            # statement cannot require the key for some of its actions only).
-            assert kms_allows(documents, kms_request(action, legacy, "alice", MEMORY_ROLE))
+            # Binding version 1 has no deployment to check: such a context may be read, and
+            # nothing may be made under it.
+            legacy_request = kms_request(action, legacy, "alice", MEMORY_ROLE)
+            assert kms_allows(documents, legacy_request) == (action == "kms:Decrypt"), action
+            if action != "kms:Decrypt":
+                assert all(not allowed(document, legacy_request) for document in documents), action
             assert not kms_allows(documents, kms_request(action, kms_context("bob", shape, None), "alice", MEMORY_ROLE))
 
 
@@ -878,10 +881,11 @@ def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
         "TenantObjects",
         "ListTenantPrefix",
         "TenantWrappedKeys",
+        "TenantWrappedKeysRead",
         "DenyInsecureTransport",
         "DenyUntaggedSessions",
     ]
-    objects, listing, kms, tls, untagged = role_policy["Statement"]
+    objects, listing, kms, kms_read, tls, untagged = role_policy["Statement"]
     assert objects == {
         "Sid": "TenantObjects",
         "Effect": "Allow",
@@ -895,16 +899,26 @@ def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
     assert listing["Condition"] == {
         "StringLike": {"s3:prefix": [f"{PRINCIPAL_TAG_TENANT}/memories/*", f"{PRINCIPAL_TAG_TENANT}/.s3memory/*"]}
     }
-    assert kms["Resource"] == KEY_ARN and kms["Action"] == ["kms:Encrypt", "kms:Decrypt"]
-    assert kms["Condition"] == {
-        "StringEquals": {
-            "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
-            "kms:EncryptionContext:s3memory:purpose": ["tenant-key", "names-key"],
-        },
-        "StringEqualsIfExists": {"kms:EncryptionContext:s3memory:prefix": "/"},
+    context_keys = {
         "ForAllValues:StringEquals": {
             "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:prefix", "s3memory:purpose", "s3memory:kid"]
-        },
+        }
+    }
+    tenant_and_purpose = {
+        "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
+        "kms:EncryptionContext:s3memory:purpose": ["tenant-key", "names-key"],
+    }
+    # Wrapping a key needs this deployment in the context; unwrapping needs it when present.
+    assert kms["Resource"] == KEY_ARN and kms["Action"] == ["kms:Encrypt"]
+    assert kms["Condition"] == {
+        "StringEquals": {**tenant_and_purpose, "kms:EncryptionContext:s3memory:prefix": "/"},
+        **context_keys,
+    }
+    assert kms_read["Resource"] == KEY_ARN and kms_read["Action"] == ["kms:Decrypt"]
+    assert kms_read["Condition"] == {
+        "StringEquals": tenant_and_purpose,
+        "StringEqualsIfExists": {"kms:EncryptionContext:s3memory:prefix": "/"},
+        **context_keys,
     }
     assert tls["Effect"] == "Deny" and tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     assert tls["Resource"] == [BUCKET_ARN, f"{BUCKET_ARN}/*"]
@@ -917,21 +931,29 @@ def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
 
 def test_the_kms_mode_role_policy_asks_for_data_keys() -> None:
     policy = iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, key_mode="kms")
-    assert sids(policy)[2:4] == ["TenantDataKeys", "TenantWrappedKeys"]
-    data = policy["Statement"][2]
-    assert data["Action"] == ["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"] and data["Resource"] == KEY_ARN
-    assert data["Condition"]["StringEquals"] == {
+    assert sids(policy)[2:6] == ["TenantDataKeys", "TenantDataKeysRead", "TenantWrappedKeys", "TenantWrappedKeysRead"]
+    data, data_read = policy["Statement"][2:4]
+    assert data["Action"] == ["kms:GenerateDataKey", "kms:Encrypt"] and data["Resource"] == KEY_ARN
+    assert data_read["Action"] == ["kms:Decrypt"] and data_read["Resource"] == KEY_ARN
+    tenant_and_suite = {
         "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
         "kms:EncryptionContext:aws:x-amz-cek-alg": "115",
     }
-    assert data["Condition"]["StringEqualsIfExists"] == {"kms:EncryptionContext:s3memory:prefix": "/"}
+    assert data["Condition"]["StringEquals"] == {**tenant_and_suite, "kms:EncryptionContext:s3memory:prefix": "/"}
+    assert "StringEqualsIfExists" not in data["Condition"]
+    assert data_read["Condition"]["StringEquals"] == tenant_and_suite
+    assert data_read["Condition"]["StringEqualsIfExists"] == {"kms:EncryptionContext:s3memory:prefix": "/"}
+    assert data_read["Condition"]["ForAllValues:StringEquals"] == data["Condition"]["ForAllValues:StringEquals"]
     assert data["Condition"]["ForAllValues:StringEquals"] == {
         "kms:EncryptionContextKeys": ["s3memory:tenant", "s3memory:prefix", "s3memory:path", "aws:x-amz-cek-alg"]
     }
     nested = iam_policy(bucket=BUCKET, prefix="a/b/", kms_key_arn=KEY_ARN, key_mode="kms")
-    for statement in nested["Statement"][2:4]:
+    making, reading, wrapping, unwrapping = nested["Statement"][2:6]
+    for statement in (making, wrapping):
+        assert statement["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:prefix"] == "a/b/"
+    for statement in (reading, unwrapping):
         assert statement["Condition"]["StringEqualsIfExists"] == {"kms:EncryptionContext:s3memory:prefix": "a/b/"}
-    assert policy["Statement"][3] == iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)["Statement"][2]
+    assert policy["Statement"][4:6] == iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)["Statement"][2:4]
 
 
 def test_without_a_key_the_role_policy_has_no_kms_grant() -> None:
@@ -953,26 +975,29 @@ def test_other_tags_and_partitions() -> None:
 
 def test_the_key_policy_statements() -> None:
     policy = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE)
-    assert sids(policy) == ["KeyAdministration", "TenantWrappedKeys"]
-    admin, use = policy["Statement"]
+    assert sids(policy) == ["KeyAdministration", "TenantWrappedKeys", "TenantWrappedKeysRead"]
+    admin, use, use_read = policy["Statement"]
     assert admin["Principal"] == {"AWS": ROOT} and "Condition" not in admin
     assert not any(a in admin["Action"] for a in ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:*"))
-    assert use["Principal"] == {"AWS": MEMORY_ROLE} and use["Action"] == ["kms:Encrypt", "kms:Decrypt"]
-    assert use["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:tenant"] == PRINCIPAL_TAG_TENANT
-    (role_statement,) = [
-        s for s in iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)["Statement"] if s["Sid"] == use["Sid"]
-    ]
-    assert use == {**role_statement, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"}  # the same condition
+    assert use["Principal"] == {"AWS": MEMORY_ROLE} and use["Action"] == ["kms:Encrypt"]
+    assert use_read["Principal"] == {"AWS": MEMORY_ROLE} and use_read["Action"] == ["kms:Decrypt"]
+    for statement in (use, use_read):
+        assert statement["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:tenant"] == PRINCIPAL_TAG_TENANT
+        (role_statement,) = [
+            s for s in iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)["Statement"] if s["Sid"] == statement["Sid"]
+        ]
+        assert statement == {**role_statement, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"}  # same condition
     both = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode="kms")
-    assert sids(both) == ["KeyAdministration", "TenantDataKeys", "TenantWrappedKeys"]
-    nested = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode="kms", prefix="app/")
-    (role_data, role_wrapped) = iam_policy(bucket=BUCKET, prefix="app/", kms_key_arn=KEY_ARN, key_mode="kms")[
-        "Statement"
-    ][2:4]
-    assert nested["Statement"][1:] == [
-        {**role_data, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"},
-        {**role_wrapped, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"},
+    assert sids(both) == [
+        "KeyAdministration",
+        "TenantDataKeys",
+        "TenantDataKeysRead",
+        "TenantWrappedKeys",
+        "TenantWrappedKeysRead",
     ]
+    nested = kms_key_policy(account_id=ACCOUNT, user_role_arn=MEMORY_ROLE, key_mode="kms", prefix="app/")
+    role_kms = iam_policy(bucket=BUCKET, prefix="app/", kms_key_arn=KEY_ARN, key_mode="kms")["Statement"][2:6]
+    assert nested["Statement"][1:] == [{**s, "Principal": {"AWS": MEMORY_ROLE}, "Resource": "*"} for s in role_kms]
 
 
 def test_the_trust_and_agent_policies() -> None:
