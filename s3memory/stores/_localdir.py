@@ -729,8 +729,13 @@ class LocalDirStore(ObjectStore):
         links and other non-files are left where they are, and never followed)."""
         check_purge_prefix(prefix)
         removed = 0
-        with _mapped("delete"), self._opened_root() as root, self._locked(root):
-            for key, parent, name in self._walk(root, prefix, prune=True):
+        with (
+            _mapped("delete"),
+            self._opened_root() as root,
+            self._locked(root),
+            contextlib.closing(self._walk(root, prefix, prune=True)) as walk,  # its directory fds, on any error
+        ):
+            for key, parent, name in walk:
                 if key.endswith(suffix):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(name, dir_fd=parent)  # unlink never follows a link
