@@ -161,12 +161,10 @@ def _split_lines_for_insert(text: str) -> list[str]:
 
 @dataclass
 class _File:
-    """A decrypted file, with what an edit needs to write it back."""
+    """A decrypted file, with the ETag an edit writes it back against."""
 
     text: str
     etag: str
-    data_key: bytes
-    header: envelope.EnvelopeHeader
 
 
 @dataclass(frozen=True)
@@ -340,12 +338,12 @@ class EncryptedMemory:
 
     def _decrypt(
         self, name: str, shown_path: str, body: bytes, metadata: Mapping[str, str]
-    ) -> tuple[bytes, bytes, envelope.EnvelopeHeader]:
+    ) -> bytes:
         """Open an object stored for ``name`` (a path's display form, or an internal record's name)."""
         try:
             header = envelope.parse_header(metadata)
             data_key = self.keyring.unwrap(header.wrapped_key, self._stored_binding(name, header))
-            return envelope.open_body(body, data_key, header), data_key, header
+            return envelope.open_body(body, data_key, header)
         except ForeignObjectError:
             raise ForeignObjectError(
                 f"Error: The file {shown_path} was not written by s3memory (it is not encrypted) and cannot be read."
@@ -372,12 +370,12 @@ class EncryptedMemory:
         stored = self._parallel(*calls, *alongside)[0]
         if stored is None:
             return None
-        plaintext, data_key, header = self._decrypt(path.display, shown_path, stored.body, stored.metadata)
+        plaintext = self._decrypt(path.display, shown_path, stored.body, stored.metadata)
         try:
             text = plaintext.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidCommandError(f"Error: The file {shown_path} is not UTF-8 text and cannot be shown.") from None
-        return _File(text, stored.etag, data_key, header)
+        return _File(text, stored.etag)
 
     def _get_file(self, key: str, shown_path: str) -> StoredObject | None:
         # Bounded: a planted multi-gigabyte object is refused, not read into memory.
@@ -912,7 +910,7 @@ class EncryptedMemory:
         if stored is None:
             return None, None
         try:
-            plaintext, _, _ = self._decrypt(self._intent_name(key), key, stored.body, stored.metadata)
+            plaintext = self._decrypt(self._intent_name(key), key, stored.body, stored.metadata)
             record = json.loads(plaintext)
         except (IntegrityError, ForeignObjectError, ValueError, RecursionError):
             return None, stored.etag
