@@ -39,7 +39,10 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "kms_key_id": ("S3MEMORY_KMS_KEY_ID", "KMS key (id, ARN or alias) wrapping the tenant key"),
     "key_mode": ("S3MEMORY_KEY_MODE", "tenant (one key per user) or kms (one KMS data key per object) [tenant]"),
     "endpoint_url": ("S3MEMORY_ENDPOINT_URL", "S3 and KMS endpoint, e.g. an S3-compatible server"),
-    "region": ("S3MEMORY_REGION", "AWS region [boto3's: AWS_REGION, ~/.aws/config]"),
+    "region": (
+        "S3MEMORY_REGION",
+        "AWS region [AWS_REGION, then AWS_DEFAULT_REGION, then the AWS profile's; us-east-1 with --endpoint-url]",
+    ),
     "sensitive_data": ("S3MEMORY_SENSITIVE_DATA", "secrets in written text: refuse, redact or allow [refuse]"),
     "track_access": ("S3MEMORY_TRACK_ACCESS", "record reads for expiry, one PUT per file per day: 1 or 0 [0]"),
     "encrypt_names": ("S3MEMORY_ENCRYPT_NAMES", "encrypt file names in object keys (AES-SIV): 1 or 0 [0]"),
@@ -109,19 +112,46 @@ class Settings:
             return f"s3://{self.bucket}/{self.prefix}{endpoint}"
         return str(self.store_dir or self.data_home / "store")
 
+    def aws_region(self) -> str:
+        """The region of the S3 and KMS clients: see :func:`resolve_region`; with a custom
+        endpoint and no region, ``us-east-1``.
+
+        Raises:
+            ConfigurationError: no region is set (and no endpoint), the region is not a valid
+                name, or the AWS profile does not exist.
+        """
+        found = resolve_region(self.region)
+        if found is not None:
+            return found[0]
+        if self.endpoint_url:
+            # An S3-compatible server (radosgw, MinIO, LocalStack) needs a region only to sign
+            # requests, and takes us-east-1: botocore's own default for S3 without a region.
+            return CUSTOM_ENDPOINT_REGION
+        session = _aws_session()
+        raise ConfigurationError(
+            "no AWS region for the S3 bucket: set one with --region or S3MEMORY_REGION, AWS_REGION, "
+            f"AWS_DEFAULT_REGION, or region = ... in the AWS profile {session.profile or 'default'!r} "
+            f"of {session.get_config_variable('config_file')}"
+        )
+
     def open(self) -> EncryptedMemory:
         """The configured user's memory; creates the local store and master key on first use."""
         options: dict[str, Any]
         if self.bucket:
             import boto3
+            from botocore.exceptions import ProfileNotFound
 
             from .stores._s3 import default_s3_client
 
-            s3 = default_s3_client(endpoint_url=self.endpoint_url, region_name=self.region)
-            options = {"bucket": self.bucket, "s3_client": s3, "prefix": self.prefix}
-            if self.kms_key_id:
-                options["kms_key_id"] = self.kms_key_id
-                options["kms_client"] = boto3.client("kms", endpoint_url=self.endpoint_url, region_name=self.region)
+            region = self.aws_region()
+            try:  # the credentials are the AWS profile's too: it may be missing even with a region
+                s3 = default_s3_client(endpoint_url=self.endpoint_url, region_name=region)
+                options = {"bucket": self.bucket, "s3_client": s3, "prefix": self.prefix}
+                if self.kms_key_id:
+                    options["kms_key_id"] = self.kms_key_id
+                    options["kms_client"] = boto3.client("kms", endpoint_url=self.endpoint_url, region_name=region)
+            except ProfileNotFound:
+                raise _missing_profile(_aws_session()) from None
         else:
             from .stores import LocalDirStore
 
@@ -142,6 +172,66 @@ class Settings:
             encrypt_names=self.encrypt_names,
             **options,
         )
+
+
+#: The signing region for a custom endpoint when none is set (see ``Settings.aws_region``).
+CUSTOM_ENDPOINT_REGION = "us-east-1"
+
+
+def resolve_region(region: str | None = None) -> tuple[str, str] | None:
+    """The AWS region and where it was found, the first of: ``region`` (the setting,
+    ``--region`` or ``S3MEMORY_REGION``), ``AWS_REGION`` (which botocore ignores; AWS Lambda
+    and many shells set it), ``AWS_DEFAULT_REGION``, the region of the AWS profile
+    (``AWS_PROFILE``, else ``default``) in the AWS config file. None if none is set; an empty
+    value is no value.
+
+    Raises:
+        ConfigurationError: the region is not a valid region name, or the AWS profile
+            (needed only if no variable gives a region) does not exist or cannot be read.
+    """
+    from botocore.exceptions import BotoCoreError, InvalidRegionError, ProfileNotFound
+    from botocore.utils import validate_region_name
+
+    found: tuple[str, str] | None = None
+    if region:
+        found = region, "--region or S3MEMORY_REGION"
+    else:
+        for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+            if os.environ.get(variable):
+                found = os.environ[variable], variable
+                break
+        else:
+            session = _aws_session()
+            try:
+                value = session.get_scoped_config().get("region")
+            except ProfileNotFound:
+                raise _missing_profile(session) from None
+            except BotoCoreError as exc:  # a configuration file that cannot be parsed
+                raise ConfigurationError(f"the AWS configuration cannot be read: {exc}") from None
+            if isinstance(value, str) and value:
+                found = value, f"the AWS profile {session.profile or 'default'!r}"
+    if found is not None:
+        try:
+            validate_region_name(found[0])
+        except InvalidRegionError:
+            raise ConfigurationError(
+                f"the AWS region {found[0]!r} (from {found[1]}) is not a valid region name"
+            ) from None
+    return found
+
+
+def _aws_session() -> Any:
+    """A botocore session on the current environment and AWS configuration files."""
+    import botocore.session
+
+    return botocore.session.Session()
+
+
+def _missing_profile(session: Any) -> ConfigurationError:
+    return ConfigurationError(
+        f"the AWS profile {session.profile!r} is in neither {session.get_config_variable('config_file')} "
+        f"nor {session.get_config_variable('credentials_file')}"
+    )
 
 
 def _private_directory(path: Path, *, what: str) -> None:
