@@ -336,9 +336,7 @@ class EncryptedMemory:
             )
         return data
 
-    def _decrypt(
-        self, name: str, shown_path: str, body: bytes, metadata: Mapping[str, str]
-    ) -> bytes:
+    def _decrypt(self, name: str, shown_path: str, body: bytes, metadata: Mapping[str, str]) -> bytes:
         """Open an object stored for ``name`` (a path's display form, or an internal record's name)."""
         try:
             header = envelope.parse_header(metadata)
