@@ -39,10 +39,11 @@ from ._lifecycle import ErasureReport, RotationReport, erase_tenant, rewrap_tena
 from ._memory import EncryptedMemory, FileEntry, Limits, format_size
 from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant
 from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
-from .stores import InMemoryStore, LocalDirStore, ObjectStore, S3Store
+from .stores import InMemoryStore, ObjectStore, S3Store
 
 if TYPE_CHECKING:
     from ._tool import AsyncS3MemoryTool, S3MemoryTool
+    from .stores import LocalDirStore
 
 __version__ = "0.1.0"
 
@@ -108,4 +109,8 @@ def __getattr__(name: str) -> Any:
         from . import _tool
 
         return getattr(_tool, name)
+    if name == "LocalDirStore":  # the embedded default's store: a Lambda never loads it
+        from .stores import LocalDirStore
+
+        return LocalDirStore
     raise AttributeError(f"module 's3memory' has no attribute {name!r}")

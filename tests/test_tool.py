@@ -20,7 +20,7 @@ def test_import_does_not_load_anthropic_boto3_or_the_cli_libraries() -> None:
         "from s3memory import open_memory, InMemoryStore; "
         "m = open_memory(user_id='u', store=InMemoryStore(), master_key=bytes(range(32))); "
         "m.create('/memories/a', 'x'); m.view('/memories'); "
-        "heavy = ('anthropic', 'boto3', 'botocore', 'moto', 'click', 'rich', 'mcp'); "
+        "heavy = ('anthropic', 'boto3', 'botocore', 'moto', 'click', 'rich', 'mcp', 's3memory.stores._localdir'); "
         "print(sorted(k for k in heavy if k in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
