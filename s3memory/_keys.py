@@ -28,7 +28,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ._envelope import (
     CONTEXT_PREFIX,
@@ -44,6 +44,8 @@ from ._envelope import (
 )
 from ._errors import ConfigurationError, IntegrityError, ObjectTooLargeError, PreconditionFailedError, TenantKeyError
 from .stores import ObjectStore, StoredObject
+
+T = TypeVar("T")
 
 # Key documents (tenant key, names key) of version 1 wrap their keys under a context without
 # the deployment; version 2, what s3memory writes now, adds ``s3memory:prefix``. Both are read.
@@ -301,6 +303,21 @@ def get_key_document(store: ObjectStore, key: str, *, what: str) -> StoredObject
         return store.get(key, max_bytes=MAX_KEY_DOCUMENT_BYTES)
     except ObjectTooLargeError:
         raise TenantKeyError(f"Error: The {what} of this memory failed its integrity check.") from None
+
+
+def key_found_beside_files(
+    store: ObjectStore, files_prefix: str, load: Callable[[], T | None], missing: str
+) -> T | None:
+    """Before a tenant's key is created: ``None`` if the tenant has no files (a new key may be
+    made); else the key as ``load`` finds it now (a concurrent first writer may have created
+    both meanwhile), or ``TenantKeyError(missing)``. A new key beside existing files would
+    orphan them for good if the old document came back, or hide what a writer deleted it to hide."""
+    if not any(True for _ in store.list(files_prefix, limit=1)):
+        return None
+    found = load()
+    if found is None:
+        raise TenantKeyError(missing)
+    return found
 
 
 def unwrap_key_document_key(
@@ -607,17 +624,15 @@ class TenantKeyring(Keyring):
         return rotated
 
     def _create(self) -> TenantKeys:
-        if self._files_prefix is not None and any(True for _ in self._store.list(self._files_prefix, limit=1)):
-            # Files without a key document: a new key would orphan them for good if the old
-            # document came back (or hide what a bucket writer deleted it to hide).
-            loaded = self._load()  # a concurrent first writer may have created both meanwhile
-            if loaded is None:
-                raise TenantKeyError(
-                    "Error: This memory has files but its encryption key is missing, so nothing can be written "
-                    "or read (was the key document deleted?). Restore "
-                    f"{self._object_key} from a backup or an earlier version, or finish erasing the user."
-                )
-            return loaded
+        if self._files_prefix is not None:
+            missing = (
+                "Error: This memory has files but its encryption key is missing, so nothing can be written "
+                "or read (was the key document deleted?). Restore "
+                f"{self._object_key} from a backup or an earlier version, or finish erasing the user."
+            )
+            loaded = key_found_beside_files(self._store, self._files_prefix, self._load, missing)
+            if loaded is not None:
+                return loaded
         keys = self.new_keys()
         try:
             etag = self._store.put(self._object_key, keys.document(), {"s3memory": "tenant-key"}, if_none_match=True)

@@ -86,13 +86,14 @@ import os
 import threading
 from collections.abc import Callable
 
-from ._errors import PreconditionFailedError, TenantKeyError
+from ._errors import PreconditionFailedError
 from ._keys import (
     KEY_DOCUMENT_VERSION,
     KeyCache,
     MasterKey,
     get_key_document,
     key_document_context,
+    key_found_beside_files,
     parse_key_document,
     unwrap_key_document_key,
 )
@@ -320,15 +321,12 @@ class NameCipher:
         key = self._load()
         if key is not None:
             return key
-        if any(True for _ in self._store.list(self._files_prefix, limit=1)):
-            key = self._load()  # a concurrent first writer may have created both meanwhile
-            if key is None:
-                raise TenantKeyError(
-                    "Error: This memory has files but no names key, so their names cannot be decrypted "
-                    "(were they written without encrypt_names, or was the names key deleted?)."
-                )
-            return key
-        return self._create()
+        missing = (
+            "Error: This memory has files but no names key, so their names cannot be decrypted "
+            "(were they written without encrypt_names, or was the names key deleted?)."
+        )
+        key = key_found_beside_files(self._store, self._files_prefix, self._load, missing)
+        return key if key is not None else self._create()
 
     def _load(self) -> bytes | None:
         stored = get_key_document(self._store, self._object_key, what="names key")
