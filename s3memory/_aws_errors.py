@@ -6,6 +6,8 @@ botocore. The original botocore exception is always kept as ``__cause__``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._errors import (
     BucketNotFoundError,
     IntegrityError,
@@ -56,11 +58,17 @@ ERROR_TABLE: dict[str, tuple[type[S3MemoryError], str]] = {
 }
 
 
-def map_aws_error(exc: BaseException, operation: str) -> S3MemoryError:
-    """Translate a botocore exception into an s3memory error (to be raised ``from exc``)."""
+def map_aws_error(exc: BaseException, operation: str, client: Any = None) -> S3MemoryError:
+    """Translate a botocore exception into an s3memory error (to be raised ``from exc``).
+
+    A network failure names the endpoint (scheme and host of ``client``'s endpoint, never a
+    request's path, which holds the tenant and file name) and, for a timeout, how long each
+    attempt waited.
+    """
     from botocore.exceptions import (
         ClientError,
         ConnectionError,
+        ConnectTimeoutError,
         EndpointConnectionError,
         NoCredentialsError,
         ReadTimeoutError,
@@ -81,8 +89,48 @@ def map_aws_error(exc: BaseException, operation: str) -> S3MemoryError:
         return cls(f"Error: Memory storage failed during {operation}: {text}.")
     if isinstance(exc, NoCredentialsError):
         return StorageAccessDeniedError(f"Error: Memory storage failed during {operation}: no AWS credentials.")
-    if isinstance(exc, (EndpointConnectionError, ConnectionError, ReadTimeoutError)):
+    if isinstance(exc, (ConnectTimeoutError, ReadTimeoutError)):
+        waited = _timeout_of(client, "connect" if isinstance(exc, ConnectTimeoutError) else "read")
+        within = f" within {waited:g} s" if waited else ""
+        what = "could not connect to" if isinstance(exc, ConnectTimeoutError) else "had no answer from"
         return StorageUnavailableError(
-            f"Error: Memory storage failed during {operation}: the store could not be reached; try again."
+            f"Error: Memory storage failed during {operation}: {what} {_endpoint(client, exc)}{within}"
+            f"{_attempts(client)}; try again."
+        )
+    if isinstance(exc, (EndpointConnectionError, ConnectionError)):
+        return StorageUnavailableError(
+            f"Error: Memory storage failed during {operation}: {_endpoint(client, exc)} could not be reached; "
+            "try again."
         )
     return StorageError(f"Error: Memory storage failed during {operation}: {type(exc).__name__}.")
+
+
+def _endpoint(client: Any, exc: BaseException) -> str:
+    """The endpoint's scheme and host, for people: the client's, else the failed request's."""
+    from urllib.parse import urlsplit
+
+    url = getattr(getattr(client, "meta", None), "endpoint_url", None) or getattr(exc, "kwargs", {}).get(
+        "endpoint_url", ""
+    )
+    parts = urlsplit(str(url))
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else "the store"
+
+
+def _timeout_of(client: Any, which: str) -> float | None:
+    value = getattr(getattr(getattr(client, "meta", None), "config", None), f"{which}_timeout", None)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _attempts(client: Any) -> str:
+    """" after N attempts", when the client's configuration (or AWS_MAX_ATTEMPTS) says N."""
+    import os
+
+    retries = getattr(getattr(getattr(client, "meta", None), "config", None), "retries", None)
+    attempts = retries.get("total_max_attempts") if isinstance(retries, dict) else None
+    if attempts is None and client is not None:
+        attempts = os.environ.get("AWS_MAX_ATTEMPTS")
+    try:
+        count = int(attempts)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return f" after {count} attempt{'s' if count != 1 else ''}"

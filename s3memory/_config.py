@@ -15,6 +15,7 @@ import binascii
 import contextlib
 import errno
 import os
+import re
 import stat
 import uuid
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ._aws import DEFAULT_TIMEOUT_SECONDS, check_timeout, region_for
 from ._errors import ConfigurationError
 from ._factory import KeyMode, SensitiveDataPolicy, open_memory
 from ._keys import generate_master_key
@@ -44,9 +46,21 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "AWS region [AWS_REGION, then AWS_DEFAULT_REGION, then the AWS profile's; us-east-1 with --endpoint-url]",
     ),
     "sensitive_data": ("S3MEMORY_SENSITIVE_DATA", "secrets in written text: refuse, redact or allow [refuse]"),
-    "track_access": ("S3MEMORY_TRACK_ACCESS", "record reads for expiry, one PUT per file per day: 1 or 0 [0]"),
-    "encrypt_names": ("S3MEMORY_ENCRYPT_NAMES", "encrypt file names in object keys (AES-SIV): 1 or 0 [0]"),
+    "timeout": ("S3MEMORY_TIMEOUT", "seconds to connect and per read of each S3 or KMS request, 3 attempts [5]"),
+    "track_access": (
+        "S3MEMORY_TRACK_ACCESS",
+        "record reads for expiry, one PUT per file per day [off; the variable takes 1 or 0]",
+    ),
+    "encrypt_names": (
+        "S3MEMORY_ENCRYPT_NAMES",
+        "encrypt file names in object keys (AES-SIV) [off; the variable takes 1 or 0]",
+    ),
 }
+
+
+def setting_name(name: str) -> str:
+    """What a setting is called in messages: its flag and its variable."""
+    return f"--{name.replace('_', '-')} ({ENVIRONMENT[name][0]})"
 
 
 def default_home() -> Path:
@@ -69,6 +83,7 @@ class Settings:
     endpoint_url: str | None = None
     region: str | None = None
     sensitive_data: SensitiveDataPolicy = "refuse"
+    timeout: float = DEFAULT_TIMEOUT_SECONDS
     track_access: bool = False
     encrypt_names: bool = False
 
@@ -87,17 +102,34 @@ class Settings:
             if name in values:
                 values[name] = Path(values[name]).expanduser()
         if values.get("key_mode", "tenant") not in ("tenant", "kms"):
-            raise ConfigurationError(f"key mode must be 'tenant' or 'kms', not {values['key_mode']!r}")
+            raise ConfigurationError(
+                f"{setting_name('key_mode')} must be 'tenant' or 'kms', not {printable_value(values['key_mode'])}"
+            )
         if values.get("sensitive_data", "refuse") not in ("refuse", "redact", "allow"):
             raise ConfigurationError(
-                f"sensitive data must be 'refuse', 'redact' or 'allow', not {values['sensitive_data']!r}"
+                f"{setting_name('sensitive_data')} must be 'refuse', 'redact' or 'allow', "
+                f"not {printable_value(values['sensitive_data'])}"
             )
+        if "timeout" in values:
+            values["timeout"] = check_timeout(values["timeout"], name=setting_name("timeout"))
         for name in ("track_access", "encrypt_names"):
             flag = values.get(name, False)
             if isinstance(flag, str):
                 if flag.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
-                    raise ConfigurationError(f"{ENVIRONMENT[name][0]} must be 1 or 0, not {flag!r}")
+                    raise ConfigurationError(f"{ENVIRONMENT[name][0]} must be 1 or 0, not {printable_value(flag)}")
                 values[name] = flag.lower() in ("1", "true", "yes")
+        if "bucket" in values:
+            _check_bucket(values["bucket"])
+        elif values.get("prefix"):
+            raise ConfigurationError(
+                f"{setting_name('prefix')} is a key prefix in a bucket: give {setting_name('bucket')} too "
+                f"(the local store keeps each user under {setting_name('store_dir')})"
+            )
+        elif values.get("kms_key_id"):
+            raise ConfigurationError(
+                f"{setting_name('kms_key_id')} needs {setting_name('bucket')} "
+                "(the local store uses the local master key)"
+            )
         return cls(**values)
 
     @property
@@ -112,58 +144,59 @@ class Settings:
             return f"s3://{self.bucket}/{self.prefix}{endpoint}"
         return str(self.store_dir or self.data_home / "store")
 
+    @property
+    def master_key_path(self) -> Path:
+        """The local master key file: the one given, else ``master.key`` in the data home."""
+        return self.master_key_file or self.data_home / "master.key"
+
     def aws_region(self) -> str:
-        """The region of the S3 and KMS clients: see :func:`resolve_region`; with a custom
+        """The region of the S3 and KMS clients: see :func:`s3memory._aws.resolve_region`; with a custom
         endpoint and no region, ``us-east-1``.
 
         Raises:
             ConfigurationError: no region is set (and no endpoint), the region is not a valid
                 name, or the AWS profile does not exist.
         """
-        found = resolve_region(self.region)
-        if found is not None:
-            return found[0]
-        if self.endpoint_url:
-            # An S3-compatible server (radosgw, MinIO, LocalStack) needs a region only to sign
-            # requests, and takes us-east-1: botocore's own default for S3 without a region.
-            return CUSTOM_ENDPOINT_REGION
-        session = _aws_session()
-        raise ConfigurationError(
-            "no AWS region for the S3 bucket: set one with --region or S3MEMORY_REGION, AWS_REGION, "
-            f"AWS_DEFAULT_REGION, or region = ... in the AWS profile {session.profile or 'default'!r} "
-            f"of {session.get_config_variable('config_file')}"
-        )
+        return region_for(self.region, endpoint_url=self.endpoint_url)
 
     def open(self) -> EncryptedMemory:
-        """The configured user's memory; creates the local store and master key on first use."""
-        options: dict[str, Any]
-        if self.bucket:
-            import boto3
-            from botocore.exceptions import ProfileNotFound
+        """The configured user's memory. On the embedded default, creates the data home, the
+        local store and the master key at its default location on first use; a master key
+        file given explicitly must exist (``s3memory init`` creates one).
 
-            from .stores._s3 import default_s3_client
+        Raises:
+            ConfigurationError: a setting is wrong (the message names its flag and variable).
+        """
+        options: dict[str, Any]
+        if self.key_mode == "kms" and not self.kms_key_id:
+            raise ConfigurationError(f"--key-mode kms needs {setting_name('kms_key_id')}")
+        if self.bucket:
+            from ._aws import new_client
 
             region = self.aws_region()
-            try:  # the credentials are the AWS profile's too: it may be missing even with a region
-                s3 = default_s3_client(endpoint_url=self.endpoint_url, region_name=region)
-                options = {"bucket": self.bucket, "s3_client": s3, "prefix": self.prefix}
-                if self.kms_key_id:
-                    options["kms_key_id"] = self.kms_key_id
-                    options["kms_client"] = boto3.client("kms", endpoint_url=self.endpoint_url, region_name=region)
-            except ProfileNotFound:
-                raise _missing_profile(_aws_session()) from None
+            s3 = new_client("s3", region_name=region, endpoint_url=self.endpoint_url, timeout=self.timeout)
+            options = {"bucket": self.bucket, "s3_client": s3, "prefix": self.prefix}
+            if self.kms_key_id:
+                options["kms_key_id"] = self.kms_key_id
+                options["kms_client"] = new_client(
+                    "kms", region_name=region, endpoint_url=self.endpoint_url, timeout=self.timeout
+                )
         else:
             from .stores import LocalDirStore
 
             if self.kms_key_id:
-                raise ConfigurationError("a KMS key needs a bucket (the local store uses the local master key)")
-            if self.store_dir is None:
-                _private_directory(self.data_home, what="data directory")
+                raise ConfigurationError(
+                    f"{setting_name('kms_key_id')} needs {setting_name('bucket')} "
+                    "(the local store uses the local master key)"
+                )
+            if self.store_dir is None or self.master_key_file is None:
+                _private_directory(self.data_home, what=f"data directory ({setting_name('home')})")
             options = {"store": LocalDirStore(self.store_dir or self.data_home / "store")}
         if self.key_mode == "tenant" and "kms_key_id" not in options:
             if self.master_key_file is None:
-                _private_directory(self.data_home, what="data directory")
-            options["master_key"] = load_or_create_master_key(self.master_key_file or self.data_home / "master.key")
+                options["master_key"] = load_or_create_master_key(self.master_key_path)
+            else:
+                options["master_key"] = load_master_key(self.master_key_file)
         return open_memory(
             user_id=self.user,
             key_mode=self.key_mode,
@@ -174,64 +207,63 @@ class Settings:
         )
 
 
-#: The signing region for a custom endpoint when none is set (see ``Settings.aws_region``).
-CUSTOM_ENDPOINT_REGION = "us-east-1"
-
-
-def resolve_region(region: str | None = None) -> tuple[str, str] | None:
-    """The AWS region and where it was found, the first of: ``region`` (the setting,
-    ``--region`` or ``S3MEMORY_REGION``), ``AWS_REGION`` (which botocore ignores; AWS Lambda
-    and many shells set it), ``AWS_DEFAULT_REGION``, the region of the AWS profile
-    (``AWS_PROFILE``, else ``default``) in the AWS config file. None if none is set; an empty
-    value is no value.
+def create_master_key(path: Path) -> bool:
+    """Create a master key file at ``path`` (mode 0600) unless one is there; True if it was
+    created. The directory must exist, except the default data home, created 0700.
 
     Raises:
-        ConfigurationError: the region is not a valid region name, or the AWS profile
-            (needed only if no variable gives a region) does not exist or cannot be read.
+        ConfigurationError: the directory is missing or unsafe, or an existing file at
+            ``path`` is not a usable key (see :func:`load_master_key`).
     """
-    from botocore.exceptions import BotoCoreError, InvalidRegionError, ProfileNotFound
-    from botocore.utils import validate_region_name
-
-    found: tuple[str, str] | None = None
-    if region:
-        found = region, "--region or S3MEMORY_REGION"
-    else:
-        for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
-            if os.environ.get(variable):
-                found = os.environ[variable], variable
-                break
-        else:
-            session = _aws_session()
-            try:
-                value = session.get_scoped_config().get("region")
-            except ProfileNotFound:
-                raise _missing_profile(session) from None
-            except BotoCoreError as exc:  # a configuration file that cannot be parsed
-                raise ConfigurationError(f"the AWS configuration cannot be read: {exc}") from None
-            if isinstance(value, str) and value:
-                found = value, f"the AWS profile {session.profile or 'default'!r}"
-    if found is not None:
-        try:
-            validate_region_name(found[0])
-        except InvalidRegionError:
-            raise ConfigurationError(
-                f"the AWS region {found[0]!r} (from {found[1]}) is not a valid region name"
-            ) from None
-    return found
+    path = Path(path).expanduser()
+    if os.path.lexists(path):
+        load_master_key(path)  # an unusable file is reported, never replaced
+        return False
+    if path.parent == default_home():
+        _private_directory(path.parent, what="data directory")
+    elif not path.parent.is_dir():
+        raise ConfigurationError(
+            f"the directory of the master key file {path} does not exist; create it first (mode 0700)"
+        )
+    load_or_create_master_key(path)
+    return True
 
 
-def _aws_session() -> Any:
-    """A botocore session on the current environment and AWS configuration files."""
-    import botocore.session
+def load_master_key(path: Path) -> bytes:
+    """Read the master key at ``path``; unlike :func:`load_or_create_master_key`, a missing
+    file is an error: a mistyped path must not silently start a new, empty memory."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise ConfigurationError(
+            f"the master key file {path} ({setting_name('master_key_file')}) does not exist; "
+            f"to create a new key there: s3memory init --master-key-file {path}"
+        )
+    return load_or_create_master_key(path)
 
-    return botocore.session.Session()
+
+def _check_bucket(bucket: object) -> None:
+    """Refuse what is not a bucket name (or an access point ARN), with the fix."""
+    text = str(bucket)
+    if text.lower().startswith("s3://"):
+        name = text[5:].split("/", 1)
+        hint = f"--bucket {name[0]}" + (f" --prefix {name[1]}" if len(name) > 1 and name[1] else "")
+        raise ConfigurationError(
+            f"{setting_name('bucket')} takes the bucket's name, not a URL: {printable_value(text)}; try {hint}"
+        )
+    if not (text.startswith("arn:") or _BUCKET_NAME.fullmatch(text)):
+        raise ConfigurationError(
+            f"{setting_name('bucket')} {printable_value(text)} is not a bucket name "
+            "(3 to 63 letters, digits, dots and hyphens)"
+        )
 
 
-def _missing_profile(session: Any) -> ConfigurationError:
-    return ConfigurationError(
-        f"the AWS profile {session.profile!r} is in neither {session.get_config_variable('config_file')} "
-        f"nor {session.get_config_variable('credentials_file')}"
-    )
+_BUCKET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]")
+
+
+def printable_value(value: object) -> str:
+    """A setting's value quoted for a message, bounded (it may come from anywhere)."""
+    text = repr(str(value) if isinstance(value, Path) else value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _private_directory(path: Path, *, what: str) -> None:

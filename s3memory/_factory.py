@@ -18,17 +18,13 @@ SensitiveDataPolicy = Literal["refuse", "redact", "allow"]
 TENANT_KEY_OBJECT = "tenant-key"
 
 
-def default_kms_client(s3_client: Any | None = None) -> Any:
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import NoRegionError
+def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:
+    """A KMS client in the S3 client's region (else the region ``resolve_region`` finds),
+    configured as ``s3memory._aws.client_config`` says."""
+    from ._aws import new_client
 
     region = getattr(getattr(s3_client, "meta", None), "region_name", None)
-    try:
-        config = Config(retries={"mode": "standard", "total_max_attempts": 3})
-        return boto3.client("kms", region_name=region, config=config)
-    except NoRegionError:
-        raise ConfigurationError("no AWS region for KMS: pass kms_client=..., or set AWS_DEFAULT_REGION") from None
+    return new_client("kms", region_name=region, timeout=timeout)
 
 
 def open_memory(
@@ -47,6 +43,7 @@ def open_memory(
     encrypt_names: bool = False,
     sensitive_data: SensitiveDataPolicy | Callable[[str], str] = "refuse",
     track_access: bool = False,
+    timeout: float | None = None,
 ) -> EncryptedMemory:
     """Build the memory of one user.
 
@@ -74,14 +71,25 @@ def open_memory(
             ``SecretGuard`` with your own detectors).
         track_access: record reads (one PUT per file per day and process, after a read that
             found the file) so that ``s3memory.expire_memories`` can find memories nobody reads.
+        timeout: seconds to connect and per read (5 by default), three attempts, for the S3
+            and KMS clients s3memory builds when none is given; a client you pass keeps its
+            own configuration.
 
     Raises:
         ConfigurationError: for an invalid user id, master key or combination of options.
     """
     layout = TenantLayout(user_id, prefix)
+    if timeout is not None:
+        from ._aws import check_timeout
+
+        timeout = check_timeout(timeout)
     if store is None:
         if bucket is None:
             raise ConfigurationError("give bucket=... (with s3_client=...) or store=...")
+        if s3_client is None:
+            from .stores._s3 import default_s3_client
+
+            s3_client = default_s3_client(timeout=timeout)
         store = S3Store(bucket, s3_client)
     elif bucket is not None:
         raise ConfigurationError("give either bucket=... or store=..., not both")
@@ -97,7 +105,7 @@ def open_memory(
             master: LocalMasterKey | KmsMasterKey = LocalMasterKey(master_key)
         else:
             assert kms_key_id is not None
-            master = KmsMasterKey(kms_client or default_kms_client(s3_client), kms_key_id)
+            master = KmsMasterKey(kms_client or default_kms_client(s3_client, timeout=timeout), kms_key_id)
         keyring = TenantKeyring(
             store=store,
             tenant=layout.tenant,
@@ -111,7 +119,7 @@ def open_memory(
     elif key_mode == "kms":
         if kms_key_id is None or master_key is not None:
             raise ConfigurationError('key_mode="kms" needs kms_key_id=... and no master_key')
-        kms = kms_client or default_kms_client(s3_client)
+        kms = kms_client or default_kms_client(s3_client, timeout=timeout)
         keyring = KmsKeyring(kms_client=kms, key_id=kms_key_id, cache=cache)
         master = KmsMasterKey(kms, kms_key_id)  # wraps the names key, if names are encrypted
     else:

@@ -243,7 +243,7 @@ def _kms_call(client: Any, operation: str, **kwargs: Any) -> Any:
     try:
         return getattr(client, operation)(**kwargs)
     except (ClientError, BotoCoreError) as exc:
-        raise map_aws_error(exc, f"kms:{operation}") from exc
+        raise map_aws_error(exc, f"kms:{operation}", client) from exc
 
 
 # --- tenant-key mode ----------------------------------------------------------------

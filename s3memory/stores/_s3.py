@@ -12,14 +12,19 @@ from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix, ch
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
 
-def default_s3_client(*, endpoint_url: str | None = None, region_name: str | None = None) -> Any:
-    """A boto3 S3 client with retries configured on purpose: the standard mode retries
-    throttling and transient errors with jittered backoff, three attempts."""
-    import boto3
-    from botocore.config import Config
+def default_s3_client(
+    *, endpoint_url: str | None = None, region_name: str | None = None, timeout: float | None = None
+) -> Any:
+    """A boto3 S3 client with timeouts and retries chosen on purpose (see ``s3memory._aws``):
+    ``timeout`` seconds (5 by default) to connect and per read, the standard retry mode with
+    three attempts, in the region ``resolve_region`` finds.
 
-    config = Config(retries={"mode": "standard", "total_max_attempts": 3}, max_pool_connections=32)
-    return boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name, config=config)
+    Raises:
+        ConfigurationError: no AWS region, or a missing AWS profile.
+    """
+    from .._aws import new_client
+
+    return new_client("s3", region_name=region_name, endpoint_url=endpoint_url, timeout=timeout)
 
 
 def _is_missing(exc: Exception) -> bool:
@@ -50,7 +55,7 @@ class S3Store(ObjectStore):
         try:
             return getattr(self.client, operation)(Bucket=self.bucket, **kwargs)
         except (ClientError, BotoCoreError) as exc:
-            raise map_aws_error(exc, operation) from exc
+            raise map_aws_error(exc, operation, self.client) from exc
 
     def _missing_or_raise(self, exc: StorageError, key: str) -> None:
         """Return if ``exc`` means the key does not exist; raise it otherwise.
@@ -87,7 +92,7 @@ class S3Store(ObjectStore):
             stream.close()  # do not drain a huge body to reuse the connection
             raise
         except Exception as exc:  # a broken stream is a transient storage failure
-            raise map_aws_error(exc, "get_object") from exc
+            raise map_aws_error(exc, "get_object", self.client) from exc
         check_size(key, len(body), max_bytes)
         return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})))
 
