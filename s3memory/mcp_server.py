@@ -425,15 +425,23 @@ async def serve_stdio_async(server: "MCPServer[Any]", *, max_message_bytes: int 
             await lowlevel.run(received, write_stream, lowlevel.create_initialization_options())
 
 
-def serve_stdio(settings: Settings) -> None:
+def serve_stdio(settings: Settings | None, *, configuration_error: ConfigurationError | None = None) -> None:
     """Serve ``settings``' memory over stdin/stdout until the client closes the connection.
+
+    With ``configuration_error`` (the settings could not be read), the server still starts and
+    answers the handshake, and every tool call answers with that error, so the client (and
+    the model) sees what to fix instead of a server that died before it spoke.
 
     Raises:
         ConfigurationError: the ``mcp`` package is not installed.
     """
+    if settings is None and configuration_error is None:
+        raise TypeError("give the settings, or the configuration error that prevented them")
     opened: list[EncryptedMemory] = []
 
     def open_memory() -> EncryptedMemory:
+        if configuration_error is not None or settings is None:
+            raise configuration_error or ConfigurationError("no settings")
         memory = settings.open()
         opened.append(memory)
         return memory
@@ -441,7 +449,10 @@ def serve_stdio(settings: Settings) -> None:
     server = build_server(open_memory)
     import anyio
 
-    print(f"s3memory: serving the memory of {settings.user} at {settings.location} over stdio", file=sys.stderr)
+    if configuration_error is not None or settings is None:
+        print(f"s3memory: the settings are wrong, every tool call will say so: {configuration_error}", file=sys.stderr)
+    else:
+        print(f"s3memory: serving the memory of {settings.user} at {settings.location} over stdio", file=sys.stderr)
     try:
         anyio.run(serve_stdio_async, server)
     except KeyboardInterrupt:
@@ -451,5 +462,15 @@ def serve_stdio(settings: Settings) -> None:
             memory.close()
 
 
+def main() -> None:
+    """``python -m s3memory.mcp_server``: the settings from the environment only."""
+    try:
+        settings = Settings.from_environment()
+    except ConfigurationError as error:
+        serve_stdio(None, configuration_error=error)
+    else:
+        serve_stdio(settings)
+
+
 if __name__ == "__main__":
-    serve_stdio(Settings.from_environment())
+    main()
