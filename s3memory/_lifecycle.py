@@ -266,7 +266,11 @@ class _Pass:
 
 
 def rotate_tenant_key(
-    memory: EncryptedMemory, *, workers: int = 16, retire_after: float | None = None
+    memory: EncryptedMemory,
+    *,
+    workers: int = 16,
+    retire_after: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RotationReport:
     """Rotate the tenant key of ``memory``'s user: a new key wraps every data key.
 
@@ -280,6 +284,8 @@ def rotate_tenant_key(
         retire_after: seconds after the rotation started before the retired key may leave
             the document; at least the ``ttl_seconds`` of every :class:`~s3memory.KeyCache`
             serving this user (default: 900, or this memory's cache TTL if longer).
+        progress: called with ``(done, total)`` as each object of a pass is checked (a
+            verifying pass, if there is one, counts from 0 again).
 
     Raises:
         ConfigurationError: in ``key_mode="kms"`` (use KMS key rotation), or bad arguments.
@@ -306,7 +312,7 @@ def rotate_tenant_key(
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3memory-rotate") as pool:
             for number in range(1, MAX_PASSES + 1):
-                outcome = _rewrap_pass(store, layout, keyring, keys.kid, pool)
+                outcome = _rewrap_pass(store, layout, keyring, keys.kid, pool, progress)
                 report.passes = number
                 report.rewrapped += outcome.counts["rewrapped"]
                 if number == 1:
@@ -388,7 +394,12 @@ def _drop_retired(store: ObjectStore, keyring: TenantKeyring, keys: TenantKeys) 
 
 
 def _rewrap_pass(
-    store: ObjectStore, layout: TenantLayout, keyring: TenantKeyring, current_kid: str, pool: ThreadPoolExecutor
+    store: ObjectStore,
+    layout: TenantLayout,
+    keyring: TenantKeyring,
+    current_kid: str,
+    pool: ThreadPoolExecutor,
+    progress: Callable[[int, int], None] | None = None,
 ) -> _Pass:
     outcome = _Pass()
     try:
@@ -402,12 +413,15 @@ def _rewrap_pass(
         outcome.errors.append(exc)
         return outcome
     futures = [pool.submit(_rewrap_object, store, keyring, key, current_kid) for key in keys]
-    for key, future in zip(keys, futures, strict=True):
+    for done, (key, future) in enumerate(zip(keys, futures, strict=True), start=1):
         try:
             result = future.result()
         except S3MemoryError as exc:
             outcome.errors.append(exc)
             continue
+        finally:
+            if progress is not None:
+                progress(done, len(keys))
         outcome.counts[result] += 1
         if result == "unreadable":
             outcome.unreadable.append(key)

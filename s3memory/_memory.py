@@ -793,8 +793,11 @@ class EncryptedMemory:
         return f"Successfully deleted {path}"
 
     # -- rename ------------------------------------------------------------------------
-    def rename(self, old_path: str, new_path: str) -> str:
+    def rename(self, old_path: str, new_path: str, *, progress: Callable[[int, int], None] | None = None) -> str:
         """Move a file or a directory (with everything under it); never overwrites.
+
+        ``progress(done, total)``, if given, is called (from worker threads, one call at a
+        time) as each file's copy lands.
 
         Copy-then-delete: every file is copied (server-side, its data key re-wrapped for the
         new path, ``If-None-Match: *`` on the destination) before any source is deleted, and
@@ -860,10 +863,9 @@ class EncryptedMemory:
             recorded = sorted({_bare(info.etag) for info in sources})
             self._write_intent(intent_key, {"op": "rename", "old": old.display, "new": new.display, "etags": recorded})
         present = {info.key for info in at_destination}  # all ours, as checked above
+        copies = [functools.partial(self._move_copy, move, move.target_key in present) for move in moves]
         try:
-            copied = self._parallel(
-                *[functools.partial(self._move_copy, move, move.target_key in present) for move in moves]
-            )
+            copied = self._parallel(*(_reporting(copies, progress) if progress is not None else copies))
         except PreconditionFailedError:
             raise PreconditionFailedError(
                 f"Error: {old_path} or {new_path} changed while it was being renamed; nothing was lost. "
@@ -981,3 +983,19 @@ class EncryptedMemory:
                 pass  # not readable here: move it unchanged, so nothing is lost
         self.store.copy(source_key, target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_is_ours)
         return source_key, info.etag
+
+
+def _reporting(calls: Sequence[Callable[[], T]], progress: Callable[[int, int], None]) -> list[Callable[[], T]]:
+    """``calls``, each reporting ``progress(done, total)`` when it returns."""
+    lock = threading.Lock()
+    done = 0
+
+    def reported(call: Callable[[], T]) -> T:
+        nonlocal done
+        result = call()
+        with lock:
+            done += 1
+            progress(done, len(calls))
+        return result
+
+    return [functools.partial(reported, call) for call in calls]
