@@ -32,7 +32,7 @@ from ._errors import (
     TenantKeyError,
 )
 from ._expiry import ExpiryReport, StaleMemory, expire_memories
-from ._factory import open_memory
+from ._factory import MemoryOptions, open_memory
 from ._guard import Detector, SecretGuard, SensitiveDataError
 from ._keys import KeyCache, generate_master_key
 from ._lifecycle import ErasureReport, RotationReport, erase_tenant, rewrap_tenant_key, rotate_tenant_key
@@ -66,6 +66,7 @@ __all__ = [
     "LimitExceededError",
     "Limits",
     "LocalDirStore",
+    "MemoryOptions",
     "MemoryPath",
     "NotADirectoryConflict",
     "ObjectStore",

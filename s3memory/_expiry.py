@@ -14,11 +14,14 @@ file written meanwhile is kept.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
 from ._errors import ConfigurationError, PreconditionFailedError
 from ._memory import ACCESS_MARKERS, EncryptedMemory, _plaintext_size, access_marker_key
+
+log = logging.getLogger("s3memory")
 
 SECONDS_PER_DAY = 86_400
 
@@ -88,4 +91,5 @@ def expire_memories(
         store.delete(gone_markers)
     report.markers_removed = len(gone_markers)
     report.deleted.sort()
+    log.info("expired memories: %d deleted, %d kept (changed meanwhile)", len(report.deleted), len(report.kept_changed))
     return report

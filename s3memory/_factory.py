@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from ._errors import ConfigurationError
 from ._keys import KeyCache, Keyring, KmsKeyring, KmsMasterKey, LocalMasterKey, TenantKeyring, process_key_cache
@@ -16,6 +16,27 @@ from .stores import ObjectStore, S3Store
 KeyMode = Literal["tenant", "kms"]
 SensitiveDataPolicy = Literal["refuse", "redact", "allow"]
 TENANT_KEY_OBJECT = "tenant-key"
+
+
+class MemoryOptions(TypedDict, total=False):
+    """The keyword options of :func:`open_memory`, for type checkers: ``S3MemoryTool(...)``
+    and ``AsyncS3MemoryTool(...)`` take them too (``user_id`` is required there as well)."""
+
+    user_id: str
+    bucket: str | None
+    s3_client: Any | None
+    store: ObjectStore | None
+    prefix: str
+    master_key: bytes | None
+    kms_key_id: str | None
+    kms_client: Any | None
+    key_mode: KeyMode
+    limits: Limits | None
+    key_cache: KeyCache | None
+    encrypt_names: bool
+    sensitive_data: SensitiveDataPolicy | Callable[[str], str]
+    track_access: bool
+    timeout: float | None
 
 
 def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:

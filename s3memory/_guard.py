@@ -36,6 +36,7 @@ its exception propagates.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -45,6 +46,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._errors import ConfigurationError, InvalidCommandError
+
+log = logging.getLogger("s3memory")
 
 __all__ = [
     "DEFAULT_DETECTORS",
@@ -217,6 +220,7 @@ class SecretGuard:
         findings = self.find(text)
         if not findings:
             return text
+        _log_findings(self._policy, findings)
         if self._policy == "redact":
             return self.redact(text, findings)
         raise SensitiveDataError(_refusal_message(findings), findings)
@@ -264,9 +268,18 @@ class SecretGuard:
         new = _new_findings(findings, after, self.find(before), before)
         if not new:
             return after
+        _log_findings(self._policy, new)
         if self._policy == "redact":
             return self.redact(after, new)
         raise SensitiveDataError(_refusal_message(new, "The edited file would contain"), new)
+
+
+def _log_findings(policy: str, findings: Sequence[Finding]) -> None:
+    """The kinds and count only: never the secret, nor the file it was in."""
+    kinds = ", ".join(sorted({finding.kind for finding in findings}))
+    log.info(
+        "%s a write holding %d secrets (%s)", "redacted" if policy == "redact" else "refused", len(findings), kinds
+    )
 
 
 def _new_findings(findings: Sequence[Finding], after: str, old: Sequence[Finding], before: str) -> list[Finding]:

@@ -21,6 +21,7 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -44,6 +45,9 @@ from ._envelope import (
 )
 from ._errors import ConfigurationError, IntegrityError, ObjectTooLargeError, PreconditionFailedError, TenantKeyError
 from .stores import ObjectStore, StoredObject
+
+#: Events at INFO and DEBUG, never a key, a path or file content.
+log = logging.getLogger("s3memory")
 
 T = TypeVar("T")
 
@@ -541,7 +545,11 @@ class TenantKeyring(Keyring):
     # -- the document, stored ---------------------------------------------------------
     def _load(self) -> TenantKeys | None:
         stored = get_key_document(self._store, self._object_key, what="tenant key")
-        return None if stored is None else self.open_document(stored)
+        if stored is None:
+            return None
+        keys = self.open_document(stored)
+        log.debug("loaded a tenant key document (kid %s, version %d)", keys.kid, keys.version)
+        return keys
 
     def open_document(self, stored: StoredObject) -> TenantKeys:
         """Parse a stored tenant key document and unwrap its current key (retired keys are
@@ -641,7 +649,9 @@ class TenantKeyring(Keyring):
             loaded = self._load()
             if loaded is None:
                 raise
+            log.info("another writer created this tenant's key first: using theirs (kid %s)", loaded.kid)
             return loaded
+        log.info("created a tenant key (kid %s, wrapped by %s)", keys.kid, keys.wrapper)
         return keys.evolve(etag=etag)
 
     # -- data keys --------------------------------------------------------------------

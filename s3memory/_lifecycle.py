@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import math
 import threading
 import time
@@ -107,6 +108,8 @@ from ._keys import (
 )
 from ._paths import TenantLayout
 from .stores import DelegatingStore, ObjectStore
+
+log = logging.getLogger("s3memory")
 
 if TYPE_CHECKING:
     from ._memory import EncryptedMemory
@@ -344,6 +347,13 @@ def rotate_tenant_key(
     if not report.retired:
         report.retire_not_before = None
     report.requests = dict(store.counts)
+    log.info(
+        "rotated a tenant key to kid %s: %d objects re-wrapped in %d passes, %d retired keys left",
+        report.kid,
+        report.rewrapped,
+        report.passes,
+        len(report.retired),
+    )
     return report
 
 
@@ -591,4 +601,5 @@ def erase_tenant(memory: EncryptedMemory) -> ErasureReport:
     finally:
         _evict(memory)
     report.requests = dict(store.counts)
+    log.info("erased a tenant: %d requests", sum(report.requests.values()))
     return report

@@ -443,7 +443,7 @@ class EncryptedMemory:
             self.store.put(marker, b"", {}, tags=ACCESS_MARKER_TAGS)
         except S3MemoryError:  # bookkeeping must never fail a read
             _ACCESS_NOTED.forget(self.store.identity, marker)
-            log.warning("could not record an access to %s", key, exc_info=True)
+            log.warning("could not record an access to a file (expiry may count it unread)", exc_info=True)
 
     # -- dispatch ----------------------------------------------------------------------
     def execute(self, command: object) -> str:
@@ -790,7 +790,18 @@ class EncryptedMemory:
             raise PathNotFoundError(f"Error: The path {path} does not exist")
         keys = [info.key for info in under] + ([key] if head is not None else [])
         self.store.delete(keys)
+        log.info("deleted %d objects", len(keys))
         return f"Successfully deleted {path}"
+
+    def clear_all(self) -> str:
+        """Delete every memory file of this user (``/memories`` stays, empty); the user's
+        keys stay, so the memory is at once usable again. Not a crypto-shredding erasure:
+        for that (keys, records and old versions too) see :func:`s3memory.erase_tenant`."""
+        keys = [info.key for info in self.store.list(self.layout.memory_prefix)]
+        if keys:
+            self.store.delete(keys)
+        log.info("cleared the memory of one tenant: %d objects deleted", len(keys))
+        return "All memory cleared"
 
     # -- rename ------------------------------------------------------------------------
     def rename(self, old_path: str, new_path: str, *, progress: Callable[[int, int], None] | None = None) -> str:
@@ -879,6 +890,7 @@ class EncryptedMemory:
                 f"Error: Some files under {old_path} were edited while being renamed. Their newer versions "
                 f"were left at {old_path} and older copies are at {new_path}; nothing was lost."
             ) from None
+        log.info("renamed: %d files moved%s", len(moves), " (an unfinished rename resumed)" if intent else "")
         return f"Successfully renamed {old_path} to {new_path}"
 
     @staticmethod

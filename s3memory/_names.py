@@ -82,6 +82,7 @@ import base64
 import binascii
 import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -99,6 +100,8 @@ from ._keys import (
 )
 from ._paths import ROOT, MemoryPath
 from .stores import ObjectStore
+
+log = logging.getLogger("s3memory")
 
 NAMES_KEY_OBJECT = "names-key"  # under the tenant's internal prefix
 NAMES_KEY_BYTES = 64  # AES-SIV with AES-256: a MAC key and an encryption key
@@ -356,4 +359,5 @@ class NameCipher:
             if loaded is None:
                 raise
             return loaded
+        log.info("created a names key (kid %s, wrapped by %s)", key_id, self._master.kind)
         return key

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
@@ -24,8 +24,11 @@ from anthropic.types.beta import (
 )
 
 from ._errors import S3MemoryError
-from ._factory import open_memory
+from ._factory import MemoryOptions, open_memory
 from ._memory import EncryptedMemory
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("s3memory")
 T = TypeVar("T")
@@ -41,11 +44,13 @@ def _as_tool_error(call: Callable[[], T]) -> T:
         raise ToolError(f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).") from exc
 
 
-def _build(memory: EncryptedMemory | None, options: dict[str, Any]) -> EncryptedMemory:
+def _build(memory: EncryptedMemory | None, options: MemoryOptions) -> EncryptedMemory:
     if memory is not None:
         if options:
             raise TypeError("give either memory=... or the options to build one, not both")
         return memory
+    if "user_id" not in options:
+        raise TypeError("give user_id=... (and where to store: bucket=... or store=...), or memory=...")
     return open_memory(**options)
 
 
@@ -66,7 +71,7 @@ class S3MemoryTool(BetaAbstractMemoryTool):
         *,
         memory: EncryptedMemory | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
-        **options: Any,
+        **options: Unpack[MemoryOptions],
     ) -> None:
         super().__init__(cache_control=cache_control)
         self.memory = _build(memory, options)
@@ -92,6 +97,11 @@ class S3MemoryTool(BetaAbstractMemoryTool):
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return _as_tool_error(lambda: self.memory.rename(command.old_path, command.new_path))
 
+    def clear_all_memory(self) -> str:
+        """Delete every memory file of this user (the SDK's local tool does the same to its
+        directory); see :meth:`EncryptedMemory.clear_all`."""
+        return _as_tool_error(self.memory.clear_all)
+
 
 class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
     """The async flavour: the same backend, each command run in a worker thread."""
@@ -101,7 +111,7 @@ class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
         *,
         memory: EncryptedMemory | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
-        **options: Any,
+        **options: Unpack[MemoryOptions],
     ) -> None:
         super().__init__(cache_control=cache_control)
         self.memory = _build(memory, options)
@@ -131,3 +141,7 @@ class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return await self._run(lambda: self.memory.rename(command.old_path, command.new_path))
+
+    async def clear_all_memory(self) -> str:
+        """Delete every memory file of this user; see :meth:`EncryptedMemory.clear_all`."""
+        return await self._run(self.memory.clear_all)

@@ -129,7 +129,10 @@ def test_a_profile_that_does_not_exist_is_a_configuration_error(
     for region in ([], ["--region", "eu-west-1"]):  # read for the region, or for the credentials
         result = CliRunner().invoke(cli, ["--bucket", BUCKET, *region, "view"], catch_exceptions=False)
         assert (result.exit_code, result.stdout) == (EXIT_CONFIGURATION, "")
-        assert result.stderr == f"Error: the AWS profile 'dve' (AWS_PROFILE) is in neither {aws_config} nor {credentials}\n"
+        assert (
+            result.stderr
+            == f"Error: the AWS profile 'dve' (AWS_PROFILE) is in neither {aws_config} nor {credentials}\n"
+        )
 
 
 def test_a_malformed_region_is_a_configuration_error(aws_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
