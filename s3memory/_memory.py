@@ -43,12 +43,22 @@ from ._errors import (
     TenantKeyError,
 )
 from ._keys import Keyring
+from ._names import NAMES_KEY_OBJECT, looks_sealed
 from ._paths import DEFAULT_MAX_PATH_BYTES, MAX_S3_KEY_BYTES, MemoryPath, TenantLayout, parse_path
 from .stores import ObjectInfo, ObjectStore, StoredObject
 
 T = TypeVar("T")
 
 log = logging.getLogger("s3memory")
+
+ENCRYPTED_NAMES_EXPECTED = (
+    "Error: This memory was written with encrypted names, so its files cannot be listed or read without "
+    "them: open it with encrypt_names=True (the CLI's --encrypt-names, S3MEMORY_ENCRYPT_NAMES=1)."
+)
+#: (store, names key) pairs found absent: a memory opened without encrypted names checks
+#: once per process that its tenant has no names key (see EncryptedMemory._check_names_choice).
+_NO_NAMES_KEY: set[tuple[str, str]] = set()
+_NO_NAMES_KEY_MAX = 65_536
 
 MAX_LINES = 999_999
 ACCESS_MARKERS = "access/"  # under the tenant's internal prefix
@@ -349,6 +359,8 @@ class EncryptedMemory:
         except TenantKeyError:
             raise  # says what is wrong with the tenant key, which is not about this file
         except IntegrityError:
+            # Opened without encrypted names, a file written with them fails its binding.
+            self._check_names_choice()
             # Whatever failed (commitment, tag, context, KMS refusing the key): one message.
             raise IntegrityError(
                 f"Error: The file {shown_path} failed its integrity check and cannot be read "
@@ -390,11 +402,37 @@ class EncryptedMemory:
     def _files_under(self, directory: MemoryPath) -> list[tuple[MemoryPath, ObjectInfo]]:
         """Every valid file below ``directory``; keys no valid path maps to are skipped."""
         found = []
+        sealed_looking = 0
         for info in self.store.list(self.layout.dir_prefix(directory)):
             path = self.layout.path_for_key(info.key)
             if path is not None:
                 found.append((path, info))
+                sealed_looking += self.layout.names is None and looks_sealed(path.relative)
+        if found and sealed_looking == len(found):
+            self._check_names_choice()  # every name looks like a sealed one: written with encrypted names?
         return found
+
+    def _not_found(self, message: str) -> PathNotFoundError:
+        """The error for a missing path; but a memory opened without the encrypted names it
+        was written with misses every path, and that is the error to report."""
+        self._check_names_choice()
+        return PathNotFoundError(message)
+
+    def _check_names_choice(self) -> None:
+        """Refuse, with the fix, to use without encrypted names a memory written with them
+        (its tenant has a names key): its files would show as sealed names, fail every read,
+        and new files would be invisible to the memory opened as it should be. One HEAD per
+        process and tenant; the other way round, the names key loader refuses."""
+        if self.layout.names is not None:
+            return
+        marker = (self.store.identity, self.layout.internal_prefix + NAMES_KEY_OBJECT)
+        if marker in _NO_NAMES_KEY:
+            return
+        if self.store.head(marker[1]) is not None:
+            raise ConfigurationError(ENCRYPTED_NAMES_EXPECTED)
+        if len(_NO_NAMES_KEY) >= _NO_NAMES_KEY_MAX:
+            _NO_NAMES_KEY.clear()
+        _NO_NAMES_KEY.add(marker)
 
     def _has_objects_under(self, directory: MemoryPath) -> bool:
         return any(True for _ in self.store.list(self.layout.dir_prefix(directory), limit=1))
@@ -492,7 +530,7 @@ class EncryptedMemory:
             if not path.endswith("/"):
                 files = self._files_under(parsed)
             if not files:
-                raise PathNotFoundError(f"The path {path} does not exist. Please provide a valid path.")
+                raise self._not_found(f"The path {path} does not exist. Please provide a valid path.")
         return self._show_directory(parsed, files)
 
     def _show_file(self, shown_path: str, text: str, view_range: object) -> str:
@@ -590,7 +628,7 @@ class EncryptedMemory:
         if file is not None:
             return file.text
         if not parsed.is_root and not self._has_objects_under(parsed):
-            raise PathNotFoundError(f"The path {path} does not exist. Please provide a valid path.")
+            raise self._not_found(f"The path {path} does not exist. Please provide a valid path.")
         raise InvalidCommandError(f"Error: {path} is a directory, not a file")
 
     def list_files(self, path: str = "/memories") -> list[FileEntry]:
@@ -600,7 +638,7 @@ class EncryptedMemory:
         if not files and not parsed.is_root:
             head = self.store.head(self.layout.key_for(parsed))
             if head is None:
-                raise PathNotFoundError(f"The path {path} does not exist. Please provide a valid path.")
+                raise self._not_found(f"The path {path} does not exist. Please provide a valid path.")
             files = [(parsed, head)]
         return sorted(FileEntry(p.display, _plaintext_size(info)) for p, info in files)
 
@@ -617,10 +655,11 @@ class EncryptedMemory:
         binding = self._binding(parsed)
         # Round trip 1, concurrently: is it a directory? is an ancestor a file? a data key;
         # and the user's usage if a quota is set.
-        is_dir, (data_key, wrapped), usage, *ancestor_heads = self._parallel(
+        is_dir, (data_key, wrapped), usage, _, *ancestor_heads = self._parallel(
             lambda: self._has_objects_under(parsed),
             lambda: self.keyring.generate(binding),
             self._tenant_usage,
+            self._check_names_choice,  # once per process: no request when warm
             *self._head_ancestors(parsed),
         )
         if is_dir:
@@ -674,7 +713,7 @@ class EncryptedMemory:
                 alongside.append(generate_key)
             file = self._read_file(parsed, path, alongside=alongside)
             if file is None:
-                raise PathNotFoundError(missing_message)
+                raise self._not_found(missing_message)
             new_text, detail = apply(file.text)
             if self.screen_edit is not None:
                 new_text = self.screen_edit(file.text, new_text)
@@ -787,7 +826,7 @@ class EncryptedMemory:
             lambda: list(self.store.list(self.layout.dir_prefix(parsed))),
         )
         if head is None and not under:
-            raise PathNotFoundError(f"Error: The path {path} does not exist")
+            raise self._not_found(f"Error: The path {path} does not exist")
         keys = [info.key for info in under] + ([key] if head is not None else [])
         self.store.delete(keys)
         log.info("deleted %d objects", len(keys))
@@ -857,7 +896,7 @@ class EncryptedMemory:
                 self.store.delete([intent_key])
                 if at_destination and only_ours:  # finished earlier; only the record was left
                     return f"Successfully renamed {old_path} to {new_path}"
-            raise PathNotFoundError(f"Error: The path {old_path} does not exist")
+            raise self._not_found(f"Error: The path {old_path} does not exist")
         if not only_ours:
             raise PathExistsError(f"Error: The destination {new_path} already exists")
         for ancestor, head in zip(new.ancestors(), ancestor_heads, strict=True):

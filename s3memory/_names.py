@@ -84,6 +84,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 
@@ -122,8 +123,16 @@ def sealed_segment_length(name_bytes: int) -> int:
     return -(-4 * (SIV_TAG_BYTES + padded_length(name_bytes)) // 3)
 
 
+def looks_sealed(relative: str) -> bool:
+    """True if every segment of ``relative`` could be a sealed name (base64url of a length
+    sealing gives): a hint that a memory was written with encrypted names."""
+    return all(_SEALED_LENGTHS.get(len(segment)) and _BASE64URL.fullmatch(segment) for segment in relative.split("/"))
+
+
 # The longest name whose sealed segment is still a legal file name: 159 bytes.
 MAX_NAME_BYTES = max(n for n in range(256) if sealed_segment_length(n) <= MAX_SEALED_SEGMENT_BYTES)
+_SEALED_LENGTHS = {sealed_segment_length(n): True for n in range(MAX_NAME_BYTES + 1)}
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _b64(raw: bytes) -> str:
@@ -325,8 +334,9 @@ class NameCipher:
         if key is not None:
             return key
         missing = (
-            "Error: This memory has files but no names key, so their names cannot be decrypted "
-            "(were they written without encrypt_names, or was the names key deleted?)."
+            "Error: This memory has files but no names key, so their names cannot be decrypted: were they "
+            "written without encrypted names? Then open it without encrypt_names (the CLI's --encrypt-names, "
+            "S3MEMORY_ENCRYPT_NAMES). Or was the names key deleted?"
         )
         key = key_found_beside_files(self._store, self._files_prefix, self._load, missing)
         return key if key is not None else self._create()

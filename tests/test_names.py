@@ -543,3 +543,39 @@ def test_the_metadata_does_not_confirm_a_guessed_name(make_memory: Callable[...,
     assert sealed.read_text(guess) == "private"
     for metadata in metadata_of[sealed]:
         assert parse_header(metadata)  # still a well-formed V3 object
+
+
+def test_a_memory_written_with_encrypted_names_is_refused_without_them() -> None:
+    """The other way round from the loader's refusal: opened without encrypt_names, a memory
+    written with them said nothing, listed sealed names and failed every read."""
+    from s3memory import ConfigurationError, InMemoryStore, KeyCache, generate_master_key, open_memory
+    from s3memory._memory import ENCRYPTED_NAMES_EXPECTED
+
+    store, key = InMemoryStore(), generate_master_key()
+    sealed = open_memory(user_id="alice", store=store, master_key=key, encrypt_names=True, key_cache=KeyCache())
+    sealed.create("/memories/notes/a.md", "x")
+    for command in (
+        lambda memory: memory.view("/memories"),
+        lambda memory: memory.view("/memories/notes"),
+        lambda memory: memory.create("/memories/b.md", "y"),
+        lambda memory: memory.list_files(),
+    ):
+        plain = open_memory(user_id="alice", store=store, master_key=key, key_cache=KeyCache())
+        with pytest.raises(ConfigurationError) as info:
+            command(plain)
+        assert str(info.value) == ENCRYPTED_NAMES_EXPECTED
+    assert [entry.path for entry in sealed.list_files()] == ["/memories/notes/a.md"]  # nothing written
+    # the other tenant, without encrypted names, is unaffected
+    bob = open_memory(user_id="bob", store=store, master_key=key, key_cache=KeyCache())
+    assert bob.create("/memories/b.md", "y") == "File created successfully at: /memories/b.md"
+    assert bob.view("/memories").endswith("/memories/b.md")
+
+
+def test_a_plain_memory_opened_with_encrypted_names_says_how_to_open_it() -> None:
+    from s3memory import InMemoryStore, KeyCache, TenantKeyError, generate_master_key, open_memory
+
+    store, key = InMemoryStore(), generate_master_key()
+    open_memory(user_id="alice", store=store, master_key=key).create("/memories/a.md", "x")
+    sealed = open_memory(user_id="alice", store=store, master_key=key, encrypt_names=True, key_cache=KeyCache())
+    with pytest.raises(TenantKeyError, match="open it without encrypt_names"):
+        sealed.view("/memories")

@@ -48,8 +48,10 @@ def test_first_command_creates_the_tenant_key_once(tenant_mode: tuple[Any, Meter
     memory, meter = tenant_mode
     memory.create("/memories/a.md", "x")
     # The command's LIST, and before the key is created a LIST that finds no files (a key
-    # document missing beside files is refused, never silently replaced).
-    assert meter.take() == {"ListObjectsV2": 2, "GetObject": 1, "PutObject": 2, "Encrypt": 1}
+    # document missing beside files is refused, never silently replaced); once per process,
+    # alongside, a HEAD that finds no names key (a memory written with encrypted names is
+    # refused when opened without them).
+    assert meter.take() == {"ListObjectsV2": 2, "GetObject": 1, "PutObject": 2, "Encrypt": 1, "HeadObject": 1}
     memory.create("/memories/b.md", "x")
     assert meter.take() == {"ListObjectsV2": 1, "PutObject": 1}
 

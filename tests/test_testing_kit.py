@@ -155,4 +155,4 @@ def test_a_users_suite(tmp_path: Path, moto_installed: bool) -> None:
         assert "3 passed" in result.stdout
     else:
         assert "2 passed, 1 skipped" in result.stdout
-        assert "pip install 's3memory[test]'" in result.stdout
+        assert "pip install 's3memory[testing]'" in result.stdout
