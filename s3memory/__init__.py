@@ -34,6 +34,7 @@ from ._errors import (
 from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import MemoryOptions, open_memory
 from ._guard import Detector, SecretGuard, SensitiveDataError
+from ._identity import user_id_for_subject
 from ._keys import KeyCache, generate_master_key
 from ._lifecycle import ErasureReport, RotationReport, erase_tenant, rewrap_tenant_key, rotate_tenant_key
 from ._memory import EncryptedMemory, FileEntry, Limits, format_size
@@ -101,6 +102,7 @@ __all__ = [
     "parse_path",
     "rewrap_tenant_key",
     "rotate_tenant_key",
+    "user_id_for_subject",
     "validate_tenant",
 ]
 

@@ -1,10 +1,19 @@
 """AWS Lambda: one agent turn with an encrypted, per-user memory, isolated by AWS itself.
 
-The user is whoever the API Gateway authorizer says (``claims.sub``), never the model.
+The user is whoever the API's JWT authorizer verified, never the model nor the request
+body. An HTTP API (payload 2.0: ``requestContext.authorizer.jwt.claims``) or a REST API with
+a Cognito authorizer (payload 1.0: ``requestContext.authorizer.claims``) both work: the
+token's ``sub`` and ``iss`` claims become the user id through
+``s3memory.user_id_for_subject`` (``u-`` and 32 base32 characters), since identity
+providers' subjects (``auth0|abc123``, emails, long ids) are often not valid user ids. With
+S3MEMORY_SUBJECT_KEY_SECRET_ARN set, that map is keyed (HMAC) by the secret, so user ids
+reveal nothing about subjects to bucket readers; the key must then never change (see the
+example's README).
+
 The function's own role may touch neither the bucket nor the key: per user, it assumes the
-memory role (MEMORY_ROLE_ARN) with the session tag ``s3memory-user=<sub>``, and the tool's
-S3 and KMS clients use that session's credentials. The memory role's policy names the
-tenant as ``${aws:PrincipalTag/s3memory-user}``, so AWS refuses any request of this
+memory role (MEMORY_ROLE_ARN) with the session tag ``s3memory-user=<user id>``, and the
+tool's S3 and KMS clients use that session's credentials. The memory role's policy names
+the tenant as ``${aws:PrincipalTag/s3memory-user}``, so AWS refuses any request of this
 invocation for another user's prefix or KMS encryption context (see s3memory._policy and
 policies/). The scoped clients are cached per user for 10 minutes (the credentials last
 15), so a warm container calls STS once per user per 10 minutes.
@@ -15,10 +24,21 @@ for 15 minutes (shared by all users' tools: its entries are keyed by tenant), so
 invocation makes zero KMS calls. Context editing clears old tool results as the
 conversation grows, but never the memory tool's: what Claude saved stays reachable.
 
+Requests: ``POST`` a JSON object with ``prompt`` (a non-empty string) or ``messages`` (a
+Messages API conversation ending with a user turn). Answers: ``200 {"reply": text}``, or
+``{"error": {"code", "message"}}`` with 400 (bad body, or a conversation the model API
+refused), 401 (no verified identity), 500 (a deployment problem), 502 (the model API
+failed), 503 (the model API or the memory store is overloaded or throttling: retry later;
+``Retry-After`` when known) or 504 (the model API timed out). Every refusal is logged once,
+as JSON (AWS Lambda Powertools), with its code and the user id, never the prompt, the
+reply, memory paths or the token's subject; each request adds one ``Requests`` metric
+(dimension ``Outcome``).
+
 Environment (set by template.json): MEMORY_BUCKET, MEMORY_KMS_KEY_ID, MEMORY_ROLE_ARN,
-MODEL, and ANTHROPIC_API_KEY_SECRET_ARN (the API key is read from Secrets Manager once per
-container). Without MEMORY_ROLE_ARN (a local run) the function's own credentials are used.
-Put an authorizer (e.g. Cognito) on the API so that ``claims.sub`` is the signed-in user.
+ANTHROPIC_MODEL, ANTHROPIC_API_KEY_SECRET_ARN (or ANTHROPIC_API_KEY, for a local run; read
+once per container), S3MEMORY_SUBJECT_KEY_SECRET_ARN (optional), POWERTOOLS_SERVICE_NAME and
+POWERTOOLS_METRICS_NAMESPACE. Without MEMORY_ROLE_ARN (a local run) the function's own
+credentials are used.
 """
 
 from __future__ import annotations
@@ -26,21 +46,39 @@ from __future__ import annotations
 import json
 import os
 import time
+import traceback
 from collections import OrderedDict
 from typing import Any
 
 import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent, APIGatewayProxyEventV2
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as AWSConnectionError
 
-from s3memory import KeyCache, S3MemoryTool, assume_role_request
+from s3memory import KeyCache, S3MemoryError, S3MemoryTool, assume_role_request, user_id_for_subject
 
-CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, max_pool_connections=32)
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "s3memory-agent"))
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "s3memory"))
+
+# Seconds, not botocore's 60 s defaults: a request to S3, KMS or STS takes milliseconds, and
+# one that hangs must fail (after 3 attempts) well inside the function's 30 s.
+CONFIG = Config(
+    connect_timeout=2,
+    read_timeout=5,
+    retries={"mode": "standard", "total_max_attempts": 3},
+    max_pool_connections=32,
+)
 S3 = boto3.client("s3", config=CONFIG)  # the function's own credentials: only without MEMORY_ROLE_ARN
 KMS = boto3.client("kms", config=CONFIG)
 STS = boto3.client("sts", config=CONFIG)
+SECRETS = boto3.client("secretsmanager", config=CONFIG)
 KEYS = KeyCache(ttl_seconds=900)
 SESSION_SECONDS = 900  # what each assumed session lasts
-SCOPED_TTL_SECONDS = 600  # reuse a session this long: an invocation (timeout 120 s) never outlives it
+SCOPED_TTL_SECONDS = 600  # reuse a session this long: an invocation (timeout 30 s) never outlives it
 MAX_SCOPED_USERS = 64
 _SCOPED: OrderedDict[str, tuple[float, Any, Any]] = OrderedDict()  # user -> (expires, s3, kms)
 CONTEXT_MANAGEMENT = {
@@ -53,7 +91,26 @@ CONTEXT_MANAGEMENT = {
         }
     ]
 }
+DEFAULT_MODEL = "claude-sonnet-5-5"
+MODEL_TIMEOUT_SECONDS = 25.0  # each Messages request; API Gateway gives up on the whole turn at 30 s
+MODEL_MAX_RETRIES = 1
+MAX_PROMPT_CHARS = 100_000
+MAX_MESSAGES = 100
 _ANTHROPIC: Any = None
+_SUBJECT_KEY: bytes | None = None
+_SUBJECT_KEY_LOADED = False
+NO_IDENTITY = "no verified identity: send a bearer token from the identity provider"
+# Throttling codes of STS and Secrets Manager (S3 and KMS errors reach the model, not us).
+_THROTTLING = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "ServiceUnavailable", "InternalFailure"}
+
+
+class Refusal(Exception):
+    """A request that ends in an error answer: ``status``, a stable ``code`` and a message
+    for the caller, and ``details`` for the log (never content, paths or subjects)."""
+
+    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
 
 
 def clients_for(user_id: str) -> tuple[Any, Any]:
@@ -97,28 +154,207 @@ def memory_tool_for(user_id: str) -> S3MemoryTool:
 
 def anthropic_client() -> Any:
     global _ANTHROPIC
-    if _ANTHROPIC is None:  # imported on first use: a memory-only invocation never pays for it
+    if _ANTHROPIC is None:  # imported on first use: a refused request never pays for it
         from anthropic import Anthropic
 
         api_key = os.environ.get("ANTHROPIC_API_KEY")
         if not api_key and os.environ.get("ANTHROPIC_API_KEY_SECRET_ARN"):
-            secrets = boto3.client("secretsmanager")
-            api_key = secrets.get_secret_value(SecretId=os.environ["ANTHROPIC_API_KEY_SECRET_ARN"])["SecretString"]
-        _ANTHROPIC = Anthropic(api_key=api_key)
+            api_key = SECRETS.get_secret_value(SecretId=os.environ["ANTHROPIC_API_KEY_SECRET_ARN"])["SecretString"]
+        _ANTHROPIC = Anthropic(api_key=api_key, timeout=MODEL_TIMEOUT_SECONDS, max_retries=MODEL_MAX_RETRIES)
     return _ANTHROPIC
 
 
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    user_id = event["requestContext"]["authorizer"]["claims"]["sub"]
-    body = json.loads(event.get("body") or "{}")
-    runner = anthropic_client().beta.messages.tool_runner(
-        model=os.environ.get("MODEL", "claude-sonnet-5-5"),
-        max_tokens=2048,
-        tools=[memory_tool_for(user_id)],
-        messages=body.get("messages") or [{"role": "user", "content": body.get("prompt", "")}],
-        betas=["context-management-2025-06-27"],
-        context_management=CONTEXT_MANAGEMENT,
-    )
-    final = runner.until_done()
-    text = "".join(block.text for block in final.content if block.type == "text")
-    return {"statusCode": 200, "body": json.dumps({"reply": text})}
+def subject_key() -> bytes | None:
+    """The key of the subject-to-user-id map (the secret's text as UTF-8, or its binary), or
+    None: unkeyed. Read once per container."""
+    global _SUBJECT_KEY, _SUBJECT_KEY_LOADED
+    if not _SUBJECT_KEY_LOADED:
+        arn = os.environ.get("S3MEMORY_SUBJECT_KEY_SECRET_ARN")
+        if arn:
+            secret = SECRETS.get_secret_value(SecretId=arn)
+            text = secret.get("SecretString")
+            _SUBJECT_KEY = text.encode() if text is not None else bytes(secret["SecretBinary"])
+        _SUBJECT_KEY_LOADED = True
+    return _SUBJECT_KEY
+
+
+def verified_claims(event: Any) -> tuple[dict[str, Any], Any]:
+    """The JWT claims API Gateway's authorizer verified, and the event as a Powertools data
+    class: payload 2.0 (HTTP API) or 1.0 (REST API, Cognito authorizer)."""
+    parsed: APIGatewayProxyEvent | APIGatewayProxyEventV2
+    try:
+        if event.get("version") == "2.0":
+            parsed = APIGatewayProxyEventV2(event)
+            claims = parsed.request_context.authorizer.jwt_claim
+        else:
+            parsed = APIGatewayProxyEvent(event)
+            claims = parsed.request_context.authorizer.claims
+    except (AttributeError, KeyError, TypeError):  # not an API Gateway event, or no authorizer
+        claims = None
+    if not isinstance(claims, dict) or not claims:
+        raise Refusal(401, "unauthenticated", NO_IDENTITY)
+    return claims, parsed
+
+
+def user_id_from(claims: dict[str, Any]) -> str:
+    subject, issuer = claims.get("sub"), claims.get("iss", "")
+    if not isinstance(subject, str) or not subject or not isinstance(issuer, str):
+        raise Refusal(401, "unauthenticated", NO_IDENTITY)
+    try:
+        key = subject_key()
+    except (BotoCoreError, ClientError) as exc:
+        raise aws_refusal(exc, "memory_unavailable", "the subject key secret") from exc
+    try:
+        return user_id_for_subject(subject, issuer=issuer, key=key)
+    except S3MemoryError as exc:  # a subject-key secret under 16 bytes
+        raise Refusal(500, "misconfigured", "the service is misconfigured", error_type=type(exc).__name__) from exc
+
+
+def conversation(parsed: Any) -> list[dict[str, Any]]:
+    """The messages to send, from a body ``{"prompt": str}`` or ``{"messages": [...]}``."""
+    try:
+        body = parsed.json_body
+    except (ValueError, TypeError, AttributeError):  # not JSON, bad base64, not UTF-8, not a string
+        raise Refusal(400, "invalid_json", "the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise Refusal(400, "invalid_body", 'the request body must be a JSON object: {"prompt": "..."}')
+    prompt, messages = body.get("prompt"), body.get("messages")
+    if prompt is not None and messages is not None:
+        raise Refusal(400, "invalid_body", "send either prompt or messages, not both")
+    if messages is not None:
+        return checked_messages(messages)
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise Refusal(400, "invalid_body", "prompt must be a non-empty string")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise Refusal(400, "invalid_body", f"prompt must be at most {MAX_PROMPT_CHARS:,} characters")
+    return [{"role": "user", "content": prompt}]
+
+
+def checked_messages(messages: Any) -> list[dict[str, Any]]:
+    """The shape only: the model API checks the rest (and a refusal there is a 400 too)."""
+    if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
+        raise Refusal(400, "invalid_body", f"messages must be a list of 1 to {MAX_MESSAGES} messages")
+    for message in messages:
+        if (
+            not isinstance(message, dict)
+            or message.get("role") not in ("user", "assistant")
+            or not isinstance(message.get("content"), (str, list))
+            or not message["content"]
+        ):
+            raise Refusal(
+                400, "invalid_body", 'each message must be {"role": "user" or "assistant", "content": non-empty}'
+            )
+    if messages[-1]["role"] != "user":
+        raise Refusal(400, "invalid_body", "the last message must be the user's")
+    return messages
+
+
+def aws_refusal(exc: BaseException, code: str, dependency: str) -> Refusal:
+    """An STS or Secrets Manager failure: ``code`` (503) if it may pass, else a deployment problem."""
+    aws_code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
+    details = {"error_type": type(exc).__name__, "aws_error_code": aws_code, "dependency": dependency}
+    # throttled, or unreachable or timed out after botocore's retries
+    if aws_code in _THROTTLING or isinstance(exc, (AWSConnectionError, HTTPClientError)):
+        return Refusal(503, code, "a service this API needs is unavailable; try again shortly", **details)
+    return Refusal(500, "misconfigured", "the service is misconfigured", **details)
+
+
+def model_refusal(exc: Any) -> Refusal:
+    """A Messages API failure (an ``anthropic.APIError``) as an answer to the caller."""
+    import anthropic
+
+    details: dict[str, Any] = {"error_type": type(exc).__name__}
+    if isinstance(exc, anthropic.APITimeoutError):
+        return Refusal(504, "model_timeout", "the model API did not answer in time; try again", **details)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return Refusal(502, "model_unreachable", "the model API could not be reached", **details)
+    if not isinstance(exc, anthropic.APIStatusError):
+        return Refusal(502, "model_error", "the model API failed", **details)
+    details.update(upstream_status=exc.status_code, upstream_request_id=exc.request_id)
+    if exc.status_code in (429, 503, 529):
+        code = "model_rate_limited" if exc.status_code == 429 else "model_overloaded"
+        retry_after = exc.response.headers.get("retry-after")
+        if retry_after and retry_after.isdigit():
+            details["retry_after"] = retry_after
+        return Refusal(503, code, "the model API is busy; try again shortly", **details)
+    if exc.status_code in (400, 413):
+        return Refusal(400, "model_rejected_request", "the model API refused this conversation as invalid", **details)
+    return Refusal(502, "model_error", "the model API failed", **details)
+
+
+def answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": json.dumps(body),
+    }
+
+
+def run_turn(event: Any) -> str:
+    claims, parsed = verified_claims(event)
+    user_id = user_id_from(claims)
+    logger.append_keys(user_id=user_id)  # the mapped id only, never the token's subject
+    messages = conversation(parsed)
+    try:
+        tool = memory_tool_for(user_id)
+    except (BotoCoreError, ClientError) as exc:
+        raise aws_refusal(exc, "memory_unavailable", "the memory role") from exc
+    except S3MemoryError as exc:  # a bad bucket name, KMS key id or role ARN
+        raise Refusal(500, "misconfigured", "the service is misconfigured", error_type=type(exc).__name__) from exc
+    import anthropic
+
+    try:
+        client = anthropic_client()
+    except (BotoCoreError, ClientError) as exc:
+        raise aws_refusal(exc, "model_unavailable", "the API key secret") from exc
+    except anthropic.AnthropicError as exc:  # no API key
+        raise Refusal(500, "misconfigured", "the service is misconfigured", error_type=type(exc).__name__) from exc
+    try:
+        runner = client.beta.messages.tool_runner(
+            model=os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL),
+            max_tokens=2048,
+            tools=[tool],
+            messages=messages,
+            betas=["context-management-2025-06-27"],
+            context_management=CONTEXT_MANAGEMENT,
+        )
+        final = runner.until_done()
+    except anthropic.APIError as exc:
+        raise model_refusal(exc) from exc
+    return "".join(block.text for block in final.content if block.type == "text")
+
+
+@logger.inject_lambda_context(log_event=False, correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
+@metrics.log_metrics
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    try:
+        reply = run_turn(event)
+    except Refusal as refusal:
+        outcome, response = refusal.code, refuse(refusal)
+    except Exception as exc:  # a bug: one line for the log, never a traceback to the caller
+        where = traceback.extract_tb(exc.__traceback__)[-1]  # where, not the message: it may hold content
+        outcome = "internal_error"
+        fields = {
+            "error": outcome,
+            "status": 500,
+            "error_type": type(exc).__name__,
+            "at": f"{where.name}:{where.lineno}",
+        }
+        logger.error("request failed", extra=fields)
+        response = answer(500, {"error": {"code": outcome, "message": "the service failed unexpectedly"}})
+    else:
+        outcome, response = "ok", answer(200, {"reply": reply})
+        logger.info("turn completed")
+    metrics.add_dimension(name="Outcome", value=outcome)
+    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
+    return response
+
+
+def refuse(refusal: Refusal) -> dict[str, Any]:
+    fields = {"error": refusal.code, "status": refusal.status, **refusal.details}
+    if refusal.status >= 500:
+        logger.error("request failed", extra=fields)
+    else:
+        logger.warning("request refused", extra=fields)
+    headers = {"Retry-After": refusal.details["retry_after"]} if "retry_after" in refusal.details else None
+    return answer(refusal.status, {"error": {"code": refusal.code, "message": refusal.message}}, headers)
