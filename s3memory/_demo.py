@@ -1,10 +1,11 @@
 """``s3memory demo``: an agent in two sessions, remembering through the SDK's tool runner.
 
-With ``ANTHROPIC_API_KEY`` set it talks to Claude. Without it, a scripted model answers
-instead: a fake Messages endpoint handed to the real ``anthropic`` client through an httpx
-transport, so the real tool-runner loop, tool_use / tool_result round trips and
-``is_error`` results all run offline. Either way the memory is the embedded default (a
-local directory store and a local master key) in a throwaway directory, and the demo ends
+With ``ANTHROPIC_API_KEY`` set it talks to Claude (``ANTHROPIC_MODEL`` picks the model).
+Without it, or with ``s3memory demo --scripted``, a scripted model answers instead: a fake
+Messages endpoint handed to the real ``anthropic`` client through an httpx transport, so the
+real tool-runner loop, tool_use / tool_result round trips and ``is_error`` results all run
+offline. Either way the memory is the embedded default (a local directory store and a local
+master key) in a throwaway directory, and the demo ends
 by showing a stored object as the bucket sees it, beside its decryption.
 """
 
@@ -18,7 +19,67 @@ from typing import Any, TextIO
 
 from ._keys import generate_master_key
 
-MODEL = os.environ.get("S3MEMORY_DEMO_MODEL", "claude-sonnet-5-5")
+DEFAULT_MODEL = "claude-sonnet-5-5"
+#: Seconds per request to the API (the SDK's own default is ten minutes), two retries.
+API_TIMEOUT = 60.0
+
+
+class DemoAPIError(Exception):
+    """The Anthropic API failed: ``str()`` says what, in one line, and suggests --scripted.
+    ``configuration`` is True when the key or the model was refused (a setting to fix),
+    False when the API could not be reached or failed."""
+
+    def __init__(self, message: str, *, configuration: bool) -> None:
+        super().__init__(message)
+        self.configuration = configuration
+
+
+def model() -> str:
+    """The model the demo asks for: ``ANTHROPIC_MODEL``, else :data:`DEFAULT_MODEL`."""
+    return os.environ.get("ANTHROPIC_MODEL") or DEFAULT_MODEL
+
+
+def explain_api_error(error: Exception, *, base_url: str, model_name: str) -> DemoAPIError | None:
+    """What an ``anthropic`` exception means for someone running the demo; None if it is not one."""
+    import anthropic
+
+    hint = "; or run the offline demo: s3memory demo --scripted"
+    if isinstance(error, anthropic.APIConnectionError):  # APITimeoutError included
+        what = "timed out" if isinstance(error, anthropic.APITimeoutError) else "could not be reached"
+        return DemoAPIError(
+            f"the Anthropic API at {base_url} {what} (check the network or ANTHROPIC_BASE_URL){hint}",
+            configuration=False,
+        )
+    if not isinstance(error, anthropic.APIStatusError):
+        return None
+    said = _api_message(error)
+    if isinstance(error, anthropic.AuthenticationError):
+        return DemoAPIError(f"the Anthropic API refused ANTHROPIC_API_KEY (401: {said}){hint}", configuration=True)
+    if isinstance(error, anthropic.PermissionDeniedError):
+        return DemoAPIError(
+            f"the Anthropic API refused ANTHROPIC_API_KEY access (403: {said}){hint}", configuration=True
+        )
+    if isinstance(error, (anthropic.NotFoundError, anthropic.BadRequestError)):
+        return DemoAPIError(
+            f"the Anthropic API refused the request for model {model_name!r} (ANTHROPIC_MODEL; "
+            f"{error.status_code}: {said}){hint}",
+            configuration=True,
+        )
+    return DemoAPIError(
+        f"the Anthropic API at {base_url} failed ({error.status_code}: {said}); try again later{hint}",
+        configuration=False,
+    )
+
+
+def _api_message(error: Any) -> str:
+    """The API's own words from an error body, bounded (the body is the server's choice)."""
+    body = getattr(error, "body", None)
+    said = body.get("error", {}).get("message") if isinstance(body, dict) else None
+    if not isinstance(said, str) or not said:
+        said = type(error).__name__
+    return said if len(said) <= 200 else said[:197] + "..."
+
+
 SESSIONS = [
     "Hi! I'm Ada. I drink green tea, never coffee, and I like short answers. Please remember that.",
     "Good morning. What do I like to drink? Also note that I now live in Lisbon.",
@@ -121,33 +182,45 @@ def _logging_tool(base: type, out: TextIO) -> Any:
 
 
 def run_demo(out: TextIO, *, api_key: str | None = None) -> None:
+    """Two sessions, printed to ``out``: with ``api_key`` against Claude, else the scripted model.
+
+    Raises:
+        DemoAPIError: the API refused the key or the model, could not be reached, or failed.
+    """
     from anthropic import Anthropic
 
     from ._tool import S3MemoryTool
     from .stores import LocalDirStore
 
     scripted = not api_key
+    chosen = model()
     with tempfile.TemporaryDirectory(prefix="s3memory-demo-") as home:
         store = LocalDirStore(Path(home) / "store")
         tool = _logging_tool(S3MemoryTool, out)(user_id="ada", store=store, master_key=generate_master_key())
-        who = "a SCRIPTED model (set ANTHROPIC_API_KEY to talk to Claude)" if scripted else f"Claude ({MODEL})"
+        who = "a SCRIPTED model (set ANTHROPIC_API_KEY to talk to Claude)" if scripted else f"Claude ({chosen})"
         print(f"s3memory demo: {who}; memory in {home} (local store, local master key)", file=out)
         for session, prompt in enumerate(SESSIONS):
             print(f"\n=== session {session + 1}: a new conversation ===\nuser: {prompt}", file=out)
             if scripted:
                 client = Anthropic(api_key="scripted", http_client=_scripted_http_client(session), max_retries=0)
             else:
-                client = Anthropic(api_key=api_key)
+                client = Anthropic(api_key=api_key, timeout=API_TIMEOUT)
             runner = client.beta.messages.tool_runner(
-                model=MODEL if not scripted else "scripted",
+                model=chosen if not scripted else "scripted",
                 max_tokens=1024,
                 tools=[tool],
                 messages=[{"role": "user", "content": prompt}],
             )
-            for message in runner:
-                for block in message.content:
-                    if block.type == "text" and block.text.strip():
-                        print(f"assistant: {block.text}", file=out)
+            try:
+                for message in runner:
+                    for block in message.content:
+                        if block.type == "text" and block.text.strip():
+                            print(f"assistant: {block.text}", file=out)
+            except Exception as error:
+                explained = explain_api_error(error, base_url=str(client.base_url), model_name=chosen)
+                if explained is None:
+                    raise
+                raise explained from None
 
         memory = tool.memory
         print("\n=== what the bucket holds ===", file=out)

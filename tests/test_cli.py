@@ -78,7 +78,7 @@ def test_create_reads_standard_input(home: Path) -> None:
             "'..' segments (directory traversal) are not allowed",
         ),
         (["insert", "/memories/none", "0", "x"], EXIT_REFUSED, "Error: The path /memories/none does not exist\n"),
-        (["--user", "../evil", "view"], EXIT_CONFIGURATION, "Error: user_id '../evil' is not allowed"),
+        (["--user", "../evil", "view"], EXIT_CONFIGURATION, "Error: --user (S3MEMORY_USER) '../evil' is not allowed"),
         (["--key-mode", "kms", "view"], EXIT_CONFIGURATION, "Error: "),
         (["frobnicate"], EXIT_USAGE, "No such command 'frobnicate'"),
         (["insert", "/memories/x", "one", "text"], EXIT_USAGE, "'one' is not a valid integer"),
@@ -162,7 +162,7 @@ def test_import_then_export_round_trips_a_tree(home: Path, tmp_path: Path) -> No
     result = run("import", str(source), "--to", "/memories/notes")
     assert result.exit_code == 0, result.output
     assert result.stdout == "imported: 3 of 3 file(s)\n"
-    assert "3/3" in result.stderr  # the progress bar
+    assert result.stderr == ""  # no progress bar: stderr is not a terminal
     listed = run("ls", "-r").stdout
     assert "/memories/notes/sub/deeper/c.txt" in listed and ".git" not in listed and "link" not in listed
 
@@ -183,13 +183,26 @@ def test_import_never_overwrites_and_reports_each_failure(home: Path, tmp_path: 
     (source / "binary.bin").write_bytes(b"\xff\xfe\x00")
     run("create", "/memories/a.md", "kept\n")
     result = run("import", str(source))
-    assert result.exit_code == EXIT_REFUSED
-    assert result.stdout == "imported: 1 of 3 file(s), 2 failed\n"
-    assert "/memories/a.md: Error: File /memories/a.md already exists" in result.stderr
-    assert "/memories/binary.bin: Error: not UTF-8 text; skipped" in result.stderr
+    assert result.exit_code == EXIT_REFUSED  # the binary file
+    assert result.stdout == "imported: 1 of 3 file(s), 1 already existed (kept), 1 not UTF-8 text (skipped)\n"
+    assert result.stderr == "/memories/binary.bin: Error: not UTF-8 text; skipped\n"  # the existing one: counted only
     assert run("cat", "/memories/a.md").stdout == "kept\n"
     assert run("cat", "/memories/b.md").stdout == "b\n"
     assert run("import", str(tmp_path / "missing")).exit_code == EXIT_USAGE
+
+
+def test_import_again_skips_what_exists_quietly(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "notes"
+    source.mkdir()
+    for index in range(30):
+        (source / f"n{index:02}.md").write_text(f"note {index}\n")
+    assert run("import", str(source)).exit_code == 0
+    (source / "new.md").write_text("new\n")
+    again = run("import", str(source))
+    assert (again.exit_code, again.stderr) == (0, "")
+    assert again.stdout == "imported: 1 of 31 file(s), 30 already existed (kept)\n"
+    listed = run("-v", "import", str(source))  # --verbose names them
+    assert listed.exit_code == 0 and listed.stderr.count(": already existed (kept)\n") == 31
 
 
 def test_export_refuses_to_overwrite_without_force(home: Path, tmp_path: Path) -> None:
@@ -240,7 +253,7 @@ def test_settings_from_environment_and_overrides() -> None:
     settings = Settings.from_environment(env, user="u2")
     assert settings.user == "u2" and settings.key_mode == "kms" and settings.prefix == ""
     assert settings.home == Path("~/x").expanduser()
-    with pytest.raises(ValueError, match="key mode must be"):
+    with pytest.raises(ValueError, match=r"--key-mode \(S3MEMORY_KEY_MODE\) must be 'tenant' or 'kms'"):
         Settings.from_environment({"S3MEMORY_KEY_MODE": "plain"})
 
 
@@ -331,3 +344,282 @@ def test_policy_prints_the_deployment_documents(home: Path, tmp_path: Path) -> N
     assert run("policy", *roles).exit_code == EXIT_CONFIGURATION  # no bucket
     bad = run("--bucket", "my-bucket", "policy", "--memory-role-arn", "nope", "--agent-role-arn", "nope2")
     assert bad.exit_code == EXIT_CONFIGURATION and bad.stderr.startswith("Error")
+
+
+# -- issue 12: conventions ---------------------------------------------------------------------
+def test_json_output_of_every_bulk_and_listing_command(home: Path, tmp_path: Path) -> None:
+    import json
+
+    source = tmp_path / "notes"
+    (source / "d").mkdir(parents=True)
+    (source / "a.md").write_text("alpha\n")
+    (source / "d" / "b.md").write_text("béta\n")
+    (source / "blob.bin").write_bytes(b"\xff")
+    init = json.loads(run("init", "--json").stdout)
+    assert init == {"master_key_file": str(home / "master.key"), "created": True, "kms_key_id": None}
+    imported = run("--json", "import", str(source))
+    assert imported.exit_code == EXIT_REFUSED and imported.stderr == ""  # the binary file, reported in the JSON
+    document = json.loads(imported.stdout)
+    assert document == {
+        "directory": str(source),
+        "to": "/memories",
+        "files": 3,
+        "imported": 2,
+        "already_existed": [],
+        "not_text": ["/memories/blob.bin"],
+        "failed": [{"path": "/memories/blob.bin", "error": "Error: not UTF-8 text; skipped", "status": EXIT_REFUSED}],
+    }
+    again = json.loads(run("import", str(source), "--json").stdout)  # --json after the command too
+    assert again["already_existed"] == ["/memories/a.md", "/memories/d/b.md"] and again["imported"] == 0
+    listing = json.loads(run("ls", "--json").stdout)
+    assert listing == {
+        "path": "/memories",
+        "recursive": False,
+        "files": 2,
+        "bytes": 12,
+        "entries": [
+            {"path": "/memories/a.md", "type": "file", "bytes": 6},
+            {"path": "/memories/d", "type": "directory", "bytes": 6},
+        ],
+    }
+    assert [e["path"] for e in json.loads(run("ls", "-r", "--json").stdout)["entries"]] == [
+        "/memories/a.md",
+        "/memories/d/b.md",
+    ]
+    info = json.loads(run("info", "--json").stdout)
+    assert info["user"] == "local" and info["files"] == 2 and info["directories"] == 1 and info["bytes"] == 12
+    assert info["master_key_file"] == str(home / "master.key") and info["key_mode"] == "tenant"
+    exported = json.loads(run("export", str(tmp_path / "out"), "--json").stdout)
+    assert exported == {
+        "directory": str(tmp_path / "out"),
+        "from": "/memories",
+        "files": 2,
+        "exported": 2,
+        "failed": [],
+    }
+    expired = json.loads(run("expire", "--days", "0", "--json").stdout)
+    assert [s["path"] for s in expired["stale"]] == ["/memories/a.md", "/memories/d/b.md"]
+    assert expired["deleted"] == [] and expired["stale"][0]["last_access"].endswith("Z")
+    rotated = json.loads(run("rotate-key", "--retire-after", "0", "--json").stdout)
+    assert rotated["rewrapped"] == 2 and rotated["complete"] is True and rotated["user"] == "local"
+
+
+def test_json_output_is_inert_and_exact(home: Path) -> None:
+    import json
+
+    name = "/memories/a\u00a0b [bold]é\u4e2d.md"
+    run("create", name, "x")
+    out = run("ls", "-r", "--json").stdout
+    assert out.isascii()  # every non-ASCII character is a \\u escape
+    assert json.loads(out)["entries"][0]["path"] == name
+
+
+def test_quiet_keeps_only_errors_and_requested_output(home: Path, tmp_path: Path) -> None:
+    assert run("-q", "create", "/memories/a.md", "x\n").stdout == ""
+    assert run("create", "/memories/b.md", "y\n", "--quiet").stdout == ""
+    assert "     1\tx\n" in run("-q", "view", "/memories/a.md").stdout  # asked for: shown
+    assert run("-q", "cat", "/memories/a.md").stdout == "x\n"
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "c.md").write_text("z")
+    (source / "bad.bin").write_bytes(b"\xff")
+    quiet = run("-q", "import", str(source))
+    assert quiet.exit_code == EXIT_REFUSED and quiet.stdout == ""
+    assert quiet.stderr == "/memories/bad.bin: Error: not UTF-8 text; skipped\n"  # errors are still shown
+    refused = run("-q", "create", "/memories/a.md", "again")
+    assert refused.exit_code == EXIT_REFUSED and "already exists" in refused.stderr
+
+
+def test_verbose_and_debug_log_the_library_to_stderr(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    opened = Settings.open
+
+    def open_and_log(self: Settings) -> Any:
+        logging.getLogger("s3memory.store").info("opened \x1b[2J")
+        logging.getLogger("s3memory.store").debug("detail")
+        return opened(self)
+
+    monkeypatch.setattr(Settings, "open", open_and_log)
+    assert run("view").stderr == ""
+    verbose = run("view", "-v")
+    assert verbose.exit_code == 0 and verbose.stderr == "s3memory: info: opened \\x1b[2J\n"
+    debug = run("--debug", "view")
+    assert debug.stderr == "s3memory: info: opened \\x1b[2J\ns3memory: debug: detail\n"
+    assert run("view").stderr == ""  # the next run without -v logs nothing again
+
+
+def test_init_creates_the_key_once_where_the_settings_say(home: Path, tmp_path: Path) -> None:
+    created = run("init")
+    assert created.exit_code == 0 and created.stdout.startswith(f"created the master key file {home}/master.key")
+    key = (home / "master.key").read_bytes()
+    assert stat.S_IMODE((home / "master.key").stat().st_mode) == 0o600
+    again = run("init")
+    assert again.stdout == f"the master key file {home}/master.key already exists; kept\n"
+    assert (home / "master.key").read_bytes() == key
+    explicit = tmp_path / "keys" / "team.key"
+    missing = run("--master-key-file", str(explicit), "view")
+    assert missing.exit_code == EXIT_CONFIGURATION and "s3memory init" in missing.stderr  # never a silent new key
+    assert not explicit.exists()
+    explicit.parent.mkdir(mode=0o700)
+    assert run("init", "--master-key-file", str(explicit)).exit_code == 0
+    assert run("--master-key-file", str(explicit), "create", "/memories/a.md", "x").exit_code == 0
+    kms = run("--bucket", "my-bucket", "--kms-key-id", "alias/m", "init")
+    assert kms.exit_code == 0 and kms.stdout.startswith("nothing to create: the KMS key alias/m wraps the keys")
+
+
+def test_mcp_reports_a_bad_setting_to_the_client(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import s3memory.mcp_server
+
+    calls: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(
+        s3memory.mcp_server,
+        "serve_stdio",
+        lambda settings, configuration_error=None: calls.append((settings, configuration_error)),
+    )
+    assert run("--key-mode", "plain", "mcp").exit_code == 0
+    assert run("mcp", "--timeout", "soon").exit_code == 0  # after the command too
+    (none, bad_mode), (none_again, bad_timeout) = calls
+    assert none is None and none_again is None
+    assert "--key-mode (S3MEMORY_KEY_MODE)" in str(bad_mode) and "plain" in str(bad_mode)
+    assert "--timeout (S3MEMORY_TIMEOUT)" in str(bad_timeout) and "soon" in str(bad_timeout)
+    calls.clear()
+    assert run("mcp", "--user", "alice").exit_code == 0
+    ((settings, error),) = calls
+    assert settings.user == "alice" and error is None
+
+
+def test_progress_bars_are_drawn_only_on_a_terminal(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import s3memory.cli as cli_module
+    from s3memory import EncryptedMemory
+
+    seen: list[object] = []
+    rename = EncryptedMemory.rename
+
+    def spy(self: EncryptedMemory, old: str, new: str, *, progress: Any = None) -> str:
+        seen.append(progress)
+        return rename(self, old, new, progress=progress)
+
+    monkeypatch.setattr(EncryptedMemory, "rename", spy)
+    for index in range(3):
+        run("create", f"/memories/d/{index}.md", "x")
+    assert run("rename", "/memories/d", "/memories/e").stdout == "Successfully renamed /memories/d to /memories/e\n"
+    assert seen == [None]  # stderr is not a terminal here
+    monkeypatch.setattr(cli_module.sys.stderr, "isatty", lambda: True, raising=False)
+    state = cli_module._State()
+    assert state.progress
+    state.quiet = True
+    assert not state.progress
+    state.quiet, state.json = False, True
+    assert not state.progress
+    monkeypatch.setattr(cli_module._State, "progress", True)
+    moved = run("rename", "/memories/e", "/memories/f")
+    assert moved.stdout == "Successfully renamed /memories/e to /memories/f\n"  # the answer alone on stdout
+    assert callable(seen[-1])
+
+
+def test_help_says_only_what_is_true(home: Path) -> None:
+    out = run("--help").stdout
+    for needle in (
+        "--key-mode [tenant|kms]",
+        "--sensitive-data [refuse|redact|allow]",
+        "--timeout SECONDS",
+        "S3MEMORY_TIMEOUT",
+        "--track-access / --no-track-access",
+        "the variable takes 1 or 0",
+        "_S3MEMORY_COMPLETE=bash_source s3memory",
+        "130 interrupted",
+        "141 the output was closed",
+        "may also follow the command",
+    ):
+        assert needle in " ".join(out.split()) or needle in out, needle
+    assert run("demo", "--help").stdout.count("--scripted") >= 2
+    assert "--json" in run("ls", "--help").stdout and "--json" not in run("view", "--help").stdout
+    # the flags take no value: the variable takes 1 or 0
+    assert run("--track-access", "view").exit_code == 0
+    assert run("--track-access", "1", "view").exit_code == EXIT_USAGE  # "1" is taken for a command
+
+
+def test_shell_completion_works_as_documented(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "_S3MEMORY_COMPLETE": "bash_source"}
+    env.update({k: v for k, v in os.environ.items() if k == "PYTHONPATH"})
+    script = subprocess.run(
+        [sys.executable, "-c", "from s3memory.cli import main; main()"], env=env, capture_output=True, text=True
+    )
+    assert "complete -o nosort -F _s3memory_completion s3memory" in script.stdout
+    env.update({"_S3MEMORY_COMPLETE": "bash_complete", "COMP_WORDS": "s3memory i", "COMP_CWORD": "1"})
+    words = subprocess.run(
+        [sys.executable, "-c", "from s3memory.cli import main; main()"], env=env, capture_output=True, text=True
+    )
+    assert sorted(words.stdout.split()) == ["plain,import", "plain,info", "plain,init", "plain,insert"]
+
+
+def test_the_demo_model_has_one_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import s3memory._demo as demo
+
+    monkeypatch.delenv("ANTHROPIC_MODEL", raising=False)
+    monkeypatch.setenv("S3MEMORY_DEMO_MODEL", "ignored")
+    monkeypatch.setenv("MODEL", "ignored")
+    assert demo.model() == demo.DEFAULT_MODEL
+    monkeypatch.setenv("ANTHROPIC_MODEL", "claude-x")
+    assert demo.model() == "claude-x"
+    source = (Path(demo.__file__).read_text(), Path(demo.__file__).with_name("cli.py").read_text())
+    assert not any("S3MEMORY_DEMO_MODEL" in text for text in source)
+
+
+def test_demo_scripted_never_calls_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-would-fail")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    result = run("demo", "--scripted")
+    assert result.exit_code == 0 and "a SCRIPTED model" in result.stdout
+
+
+def test_mcp_with_a_bad_setting_still_answers_and_says_what_is_wrong(tmp_path: Path) -> None:
+    """Before, a bad setting killed `s3memory mcp` before the handshake: the client saw nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("mcp")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "S3MEMORY_KEY_MODE": "plain"}
+    env.update({k: v for k, v in os.environ.items() if k == "PYTHONPATH"})
+    server = subprocess.Popen(
+        [sys.executable, "-m", "s3memory", "mcp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        client = {"name": "t", "version": "1"}
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client},
+            }
+        )
+        assert json.loads(server.stdout.readline())["result"]["serverInfo"]["name"] == "s3memory"
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call", "params": {"name": "view", "arguments": {"path": "/memories"}}})
+        answer = json.loads(server.stdout.readline())["result"]
+        assert answer["isError"] is True
+        assert "--key-mode (S3MEMORY_KEY_MODE)" in answer["content"][0]["text"]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+        server.stdout.close()
+        assert server.stderr is not None
+        server.stderr.close()

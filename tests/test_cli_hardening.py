@@ -174,7 +174,10 @@ def test_ls_escapes_names_from_elsewhere(home: Path, monkeypatch: pytest.MonkeyP
     assert "/memories/a\\x1b]0;pwned\\x07\\u202eb\\x9b2J\\u200b" in result.stdout
 
 
-def test_import_failure_lines_and_progress_escape_names(home: Path, tmp_path: Path) -> None:
+def test_import_failure_lines_and_progress_escape_names(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_module._State, "progress", True)  # as on a terminal
     source = tmp_path / "in"
     source.mkdir()
     (source / "a\x1b]0;pwned\x07.md").write_text("x")
@@ -218,7 +221,7 @@ def test_rotate_key_expire_info_and_demo_escape_what_they_print(
     report = s3memory._lifecycle.RotationReport(
         tenant="default", kid=f"k{evil}", started=True, unreadable=[f"default/memories/{evil}"], retired=[evil]
     )
-    monkeypatch.setattr(s3memory._lifecycle, "rotate_tenant_key", lambda memory, retire_after: report)
+    monkeypatch.setattr(s3memory._lifecycle, "rotate_tenant_key", lambda memory, retire_after, progress: report)
     rotated = run("rotate-key")
     assert rotated.exit_code == 0 and inert(rotated.output)
     assert f"tenant key k{escaped}:" in rotated.stdout and f"old key(s) {escaped} kept" in rotated.stdout
