@@ -122,7 +122,7 @@ def _timeout_of(client: Any, which: str) -> float | None:
 
 
 def _attempts(client: Any) -> str:
-    """" after N attempts", when the client's configuration (or AWS_MAX_ATTEMPTS) says N."""
+    """The words " after N attempts", when the client's configuration (or AWS_MAX_ATTEMPTS) says N."""
     import os
 
     retries = getattr(getattr(getattr(client, "meta", None), "config", None), "retries", None)

@@ -63,6 +63,31 @@ def setting_name(name: str) -> str:
     return f"--{name.replace('_', '-')} ({ENVIRONMENT[name][0]})"
 
 
+# What the library calls a setting (its keyword argument) and what the settings call it.
+_PYTHON_NAMES = [
+    (re.compile(r'key_mode="kms" needs kms_key_id=\.\.\. and no master_key'), "--key-mode kms needs --kms-key-id"),
+    (re.compile(r"^master_key must be\b"), "the master key file (--master-key-file) must hold"),
+    *(
+        (re.compile(rf"^{python}\b(?!=)"), setting_name(setting))
+        for python, setting in (
+            ("user_id", "user"),
+            ("prefix", "prefix"),
+            ("kms_key_id", "kms_key_id"),
+            ("bucket", "bucket"),
+        )
+    ),
+]
+
+
+def in_setting_names(message: str) -> str:
+    """A configuration message of the library in the words of the settings: ``user_id ...``
+    becomes ``--user (S3MEMORY_USER) ...``. Settings' own messages already name them."""
+    text = message[len("Error: ") :] if message.startswith("Error: ") else message
+    for pattern, replacement in _PYTHON_NAMES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def default_home() -> Path:
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "s3memory"
@@ -100,6 +125,8 @@ class Settings:
                 values[field.name] = value
         for name in ("home", "store_dir", "master_key_file"):
             if name in values:
+                if not str(values[name]):  # Path("") would be the current directory
+                    raise ConfigurationError(f"{setting_name(name)} is empty: give a path, or leave it unset")
                 values[name] = Path(values[name]).expanduser()
         if values.get("key_mode", "tenant") not in ("tenant", "kms"):
             raise ConfigurationError(
@@ -118,6 +145,7 @@ class Settings:
                 if flag.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
                     raise ConfigurationError(f"{ENVIRONMENT[name][0]} must be 1 or 0, not {printable_value(flag)}")
                 values[name] = flag.lower() in ("1", "true", "yes")
+        _check_tenant(str(values.get("user", "local")), str(values.get("prefix", "")))
         if "bucket" in values:
             _check_bucket(values["bucket"])
         elif values.get("prefix"):
@@ -143,6 +171,14 @@ class Settings:
             endpoint = f" at {self.endpoint_url}" if self.endpoint_url else ""
             return f"s3://{self.bucket}/{self.prefix}{endpoint}"
         return str(self.store_dir or self.data_home / "store")
+
+    def create_master_key(self) -> bool:
+        """Create the local master key where the settings put it (``s3memory init``): see
+        :func:`create_master_key`; at the default place, the data home is created (0700)
+        as on first use. True if it was created."""
+        if self.master_key_file is None:
+            _private_directory(self.data_home, what=f"data directory ({setting_name('home')})")
+        return create_master_key(self.master_key_path)
 
     @property
     def master_key_path(self) -> Path:
@@ -197,14 +233,17 @@ class Settings:
                 options["master_key"] = load_or_create_master_key(self.master_key_path)
             else:
                 options["master_key"] = load_master_key(self.master_key_file)
-        return open_memory(
-            user_id=self.user,
-            key_mode=self.key_mode,
-            sensitive_data=self.sensitive_data,
-            track_access=self.track_access,
-            encrypt_names=self.encrypt_names,
-            **options,
-        )
+        try:
+            return open_memory(
+                user_id=self.user,
+                key_mode=self.key_mode,
+                sensitive_data=self.sensitive_data,
+                track_access=self.track_access,
+                encrypt_names=self.encrypt_names,
+                **options,
+            )
+        except ConfigurationError as error:
+            raise ConfigurationError(in_setting_names(str(error))) from error
 
 
 def create_master_key(path: Path) -> bool:
@@ -239,6 +278,16 @@ def load_master_key(path: Path) -> bytes:
             f"to create a new key there: s3memory init --master-key-file {path}"
         )
     return load_or_create_master_key(path)
+
+
+def _check_tenant(user: str, prefix: str) -> None:
+    """The user id and prefix rules (``TenantLayout``), in the settings' words."""
+    from ._paths import TenantLayout
+
+    try:
+        TenantLayout(user, prefix)
+    except ConfigurationError as error:
+        raise ConfigurationError(in_setting_names(str(error))) from None
 
 
 def _check_bucket(bucket: object) -> None:
