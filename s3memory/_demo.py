@@ -164,18 +164,31 @@ def _scripted_http_client(session: int) -> Any:
     return httpx2.Client(transport=httpx2.MockTransport(handler))
 
 
+class OutputClosed(BaseException):
+    """The demo's output was closed (``| head``) while the tool runner was calling the tool.
+
+    A BaseException: the runner turns any Exception of a tool into a tool error, and logs it
+    with its traceback; this one must stop the demo instead."""
+
+
 def _logging_tool(base: type, out: TextIO) -> Any:
     """The memory tool, printing each call the model makes and what it gets back."""
 
+    def say(text: str) -> None:
+        try:
+            print(text, file=out)
+        except BrokenPipeError:
+            raise OutputClosed from None
+
     class LoggingTool(base):  # type: ignore[misc]
         def call(self, input: object) -> str:
-            print(f"  memory <- {json.dumps(input, ensure_ascii=False)}", file=out)
+            say(f"  memory <- {json.dumps(input, ensure_ascii=False)}")
             try:
                 result = str(super().call(input))
             except Exception as error:
-                print(f"  memory -> [is_error] {error}", file=out)
+                say(f"  memory -> [is_error] {error}")
                 raise
-            print("  memory -> " + result.replace("\n", "\n             "), file=out)
+            say("  memory -> " + result.replace("\n", "\n             "))
             return result
 
     return LoggingTool

@@ -1216,7 +1216,7 @@ def demo(scripted: bool) -> None:
     If the API refuses the key or the model: one line, exit 3; if it cannot be reached or
     fails: one line, exit 4. Either way --scripted still runs.
     """
-    from ._demo import DemoAPIError, run_demo
+    from ._demo import DemoAPIError, OutputClosed, run_demo
 
     api_key = None if scripted else os.environ.get("ANTHROPIC_API_KEY") or None
     # The model's words and the memory's contents go to the terminal: escape what could control it.
@@ -1224,6 +1224,8 @@ def demo(scripted: bool) -> None:
         run_demo(cast(TextIO, _PrintableStream(sys.stdout)), api_key=api_key)
     except DemoAPIError as error:
         _die(str(error), EXIT_CONFIGURATION if error.configuration else EXIT_STORAGE)
+    except OutputClosed:
+        raise _PipeClosed from None
 
 
 @_command()

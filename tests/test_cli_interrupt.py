@@ -119,3 +119,34 @@ def test_ctrl_c_stops_an_export_promptly_and_leaves_only_whole_files(tmp_path: P
     assert 8 <= len(files) == int(err.split()[2]) < FILES
     for file in files:  # no temporary file, no partial file
         assert file.read_bytes() == (source / file.name).read_bytes()
+
+
+SLOW_TOOL = """
+import sys, time
+import s3memory._tool as t
+original = t.S3MemoryTool.call
+def slow(self, input, _original=original):
+    time.sleep(0.3)  # the reader goes away while the tool runner is inside this call
+    return _original(self, input)
+t.S3MemoryTool.call = slow
+from s3memory.cli import main
+sys.exit(main(["demo", "--scripted"]))
+"""
+
+
+@pytest.mark.parametrize("lines", [2, 6])
+def test_demo_piped_into_head_stops_quietly(tmp_path: Path, lines: int) -> None:
+    """`s3memory demo | head -N`: the pipe closes while the SDK's tool runner is calling the
+    memory tool, which turns any Exception into a tool error and logs its traceback; the demo
+    must stop with 141 and nothing on stderr instead."""
+    unbuffered = {**env(tmp_path), "PYTHONUNBUFFERED": "1"}  # each line reaches the pipe when printed
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_TOOL], env=unbuffered, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    for _ in range(lines):
+        assert process.stdout.readline()
+    process.stdout.close()  # what `head` does once it has its lines
+    status = process.wait(timeout=30)
+    with process.stderr:
+        assert (status, process.stderr.read()) == (141, b"")
