@@ -113,7 +113,14 @@ def _endpoint(client: Any, exc: BaseException) -> str:
         "endpoint_url", ""
     )
     parts = urlsplit(str(url))
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else "the store"
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        host, port = None, None
+    if not parts.scheme or not host:
+        return "the store"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}" + (f":{port}" if port else "")  # never user:password@
 
 
 def _timeout_of(client: Any, which: str) -> float | None:

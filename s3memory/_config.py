@@ -46,7 +46,10 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "AWS region [AWS_REGION, then AWS_DEFAULT_REGION, then the AWS profile's; us-east-1 with --endpoint-url]",
     ),
     "sensitive_data": ("S3MEMORY_SENSITIVE_DATA", "secrets in written text: refuse, redact or allow [refuse]"),
-    "timeout": ("S3MEMORY_TIMEOUT", "seconds to connect and per read of each S3 or KMS request, 3 attempts [5]"),
+    "timeout": (
+        "S3MEMORY_TIMEOUT",
+        "seconds to connect and per read of each S3 or KMS request attempt (3 attempts unless AWS_MAX_ATTEMPTS) [5]",
+    ),
     "track_access": (
         "S3MEMORY_TRACK_ACCESS",
         "record reads for expiry, one PUT per file per day [off; the variable takes 1 or 0]",
@@ -302,7 +305,7 @@ def _check_bucket(bucket: object) -> None:
     if not (text.startswith("arn:") or _BUCKET_NAME.fullmatch(text)):
         raise ConfigurationError(
             f"{setting_name('bucket')} {printable_value(text)} is not a bucket name "
-            "(3 to 63 letters, digits, dots and hyphens)"
+            "(letters, digits, dots, hyphens and underscores, starting and ending with a letter or digit)"
         )
 
 

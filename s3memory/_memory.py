@@ -42,7 +42,7 @@ from ._errors import (
     StorageUnavailableError,
     TenantKeyError,
 )
-from ._keys import Keyring
+from ._keys import Keyring, process_key_cache
 from ._names import NAMES_KEY_OBJECT, looks_sealed
 from ._paths import DEFAULT_MAX_PATH_BYTES, MAX_S3_KEY_BYTES, MemoryPath, TenantLayout, parse_path
 from .stores import ObjectInfo, ObjectStore, StoredObject
@@ -55,10 +55,7 @@ ENCRYPTED_NAMES_EXPECTED = (
     "Error: This memory was written with encrypted names, so its files cannot be listed or read without "
     "them: open it with encrypt_names=True (the CLI's --encrypt-names, S3MEMORY_ENCRYPT_NAMES=1)."
 )
-#: (store, names key) pairs found absent: a memory opened without encrypted names checks
-#: once per process that its tenant has no names key (see EncryptedMemory._check_names_choice).
-_NO_NAMES_KEY: set[tuple[str, str]] = set()
-_NO_NAMES_KEY_MAX = 65_536
+
 
 MAX_LINES = 999_999
 ACCESS_MARKERS = "access/"  # under the tenant's internal prefix
@@ -421,18 +418,19 @@ class EncryptedMemory:
     def _check_names_choice(self) -> None:
         """Refuse, with the fix, to use without encrypted names a memory written with them
         (its tenant has a names key): its files would show as sealed names, fail every read,
-        and new files would be invisible to the memory opened as it should be. One HEAD per
-        process and tenant; the other way round, the names key loader refuses."""
+        and new files would be invisible to the memory opened as it should be. One HEAD per key
+        cache lifetime and tenant; the other way round, the names key loader refuses."""
         if self.layout.names is not None:
             return
-        marker = (self.store.identity, self.layout.internal_prefix + NAMES_KEY_OBJECT)
-        if marker in _NO_NAMES_KEY:
+        # Remembered in the key cache, as long as a key would be (15 minutes by default).
+        cache = self.keyring.key_cache or process_key_cache()
+        names_key = self.layout.internal_prefix + NAMES_KEY_OBJECT
+        marker = ("no names key", self.store.identity, names_key)
+        if cache.get(marker):
             return
-        if self.store.head(marker[1]) is not None:
+        if self.store.head(names_key) is not None:
             raise ConfigurationError(ENCRYPTED_NAMES_EXPECTED)
-        if len(_NO_NAMES_KEY) >= _NO_NAMES_KEY_MAX:
-            _NO_NAMES_KEY.clear()
-        _NO_NAMES_KEY.add(marker)
+        cache.put(marker, True)
 
     def _has_objects_under(self, directory: MemoryPath) -> bool:
         return any(True for _ in self.store.list(self.layout.dir_prefix(directory), limit=1))
@@ -479,9 +477,11 @@ class EncryptedMemory:
             return
         try:
             self.store.put(marker, b"", {}, tags=ACCESS_MARKER_TAGS)
-        except S3MemoryError:  # bookkeeping must never fail a read
+        except S3MemoryError as exc:  # bookkeeping must never fail a read
             _ACCESS_NOTED.forget(self.store.identity, marker)
-            log.warning("could not record an access to a file (expiry may count it unread)", exc_info=True)
+            # Not the exception itself: its cause is botocore's, whose text has the request's URL,
+            # and with it the tenant and the file name.
+            log.warning("could not record an access to a file (expiry may count it unread): %s", type(exc).__name__)
 
     # -- dispatch ----------------------------------------------------------------------
     def execute(self, command: object) -> str:

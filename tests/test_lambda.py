@@ -57,9 +57,10 @@ class FakeContext:
     memory_limit_in_mb: int = 1024
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:AgentFunction"
     aws_request_id: str = "c0ffee00-0000-4000-8000-000000000000"
+    remaining_ms: int = 30_000
 
     def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+        return self.remaining_ms
 
 
 def v2_event(claims: dict[str, Any] | None, body: Any, *, encode: bool = False) -> dict[str, Any]:
@@ -161,8 +162,8 @@ class Lambda:
     log: io.StringIO  # what Powertools writes: the function's CloudWatch log
     assumed: list[dict[str, Any]]
 
-    def invoke(self, event: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
-        response = self.handler.handler(event, FakeContext())
+    def invoke(self, event: Any, context: FakeContext | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+        response = self.handler.handler(event, context or FakeContext())
         assert set(response) == {"statusCode", "headers", "body"}
         assert response["headers"]["Content-Type"] == "application/json"
         return response["statusCode"], json.loads(response["body"]), response["headers"]
@@ -212,8 +213,8 @@ def make_lambda(aws: None, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Lam
         log = io.StringIO()
         logging.getLogger(SERVICE).powertools_handler.stream = log  # type: ignore[attr-defined]
         api = FakeMessagesAPI() if script is None else FakeMessagesAPI(script=script)
-        http = httpx2.Client(transport=httpx2.MockTransport(api))
-        handler._ANTHROPIC = Anthropic(api_key="k", http_client=http, max_retries=0)
+        http = handler.model_http_client(httpx2.MockTransport(api))  # with the turn's deadline
+        handler._ANTHROPIC = Anthropic(api_key="k", http_client=http, max_retries=handler.MODEL_MAX_RETRIES)
         return Lambda(handler, api, s3, log, record_assume_role(handler))
 
     return make
@@ -604,7 +605,7 @@ def test_clients_have_lambda_sized_timeouts(
     lam.handler._ANTHROPIC = None
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     client = lam.handler.anthropic_client()
-    assert (client.api_key, client.timeout, client.max_retries) == ("sk-test", 25.0, 1)
+    assert (client.api_key, client.timeout, client.max_retries) == ("sk-test", 25.0, 0)
     assert lam.handler.anthropic_client() is client
 
 
@@ -742,9 +743,8 @@ def test_the_function_is_configured_as_the_handler_expects(template: dict[str, A
     assert function["Metadata"] == {"BuildMethod": "makefile"}
     (event,) = function["Properties"]["Events"].values()
     assert event["Type"] == "HttpApi" and event["Properties"]["Auth"] == {"Authorizer": "OidcAuthorizer"}
-    # each model request times out before the function, which answers before API Gateway gives up (30 s)
-    handler_source = (LAMBDA_DIR / "handler.py").read_text()
-    assert "MODEL_TIMEOUT_SECONDS = 25.0" in handler_source
+    # the function may run as long as API Gateway waits (30 s); the turn's deadline is shorter
+    # (see test_the_turn_ends_in_time_to_answer_504_itself)
     assert function["Properties"]["Timeout"] == 30
 
 
@@ -796,6 +796,8 @@ for module in (handler, anthropic, boto3, s3memory, aws_lambda_powertools):
 class Context:
     function_name, memory_limit_in_mb, aws_request_id = "f", 128, "r"
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:f"
+    def get_remaining_time_in_millis(self):
+        return 30000
 print(json.dumps(handler.handler({"version": "2.0", "requestContext": {}}, Context())))
 """
 
@@ -840,3 +842,58 @@ def test_the_default_build_targets_the_lambda_runtime(tmp_path: Path, template: 
     assert any(f"cpython-{python}-{machine}" in name for name in extensions)  # pydantic-core, for 3.12
     assert not list(build.rglob("*.pyc"))  # bytecode of the build's Python would be dead weight
     assert sum(p.stat().st_size for p in build.rglob("*") if p.is_file()) < 250 * 2**20  # Lambda's unzipped limit
+
+
+class SlowMessagesAPI(FakeMessagesAPI):
+    """Answers after ``delay`` seconds, and records the timeout each request was given."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+        self.timeouts: list[float] = []
+
+    def __call__(self, request: Any) -> Any:
+        self.timeouts.append(request.extensions["timeout"]["read"])
+        time.sleep(self.delay)
+        return super().__call__(request)
+
+
+def test_each_model_request_gets_at_most_what_is_left_of_the_turn(make_lambda: Callable[..., Lambda]) -> None:
+    lam = make_lambda()
+    lam.api = api = SlowMessagesAPI(delay=0.0)
+    lam.handler._ANTHROPIC = _client_for(lam, api)
+    status, _, _ = lam.invoke(
+        v2_event({"sub": SUBJECT, "iss": ISSUER}, json.dumps({"prompt": PROMPT})), FakeContext(remaining_ms=12_000)
+    )  # 10 s left for the turn
+    assert status == 200 and len(api.timeouts) == 2
+    assert all(0 < timeout <= 10 for timeout in api.timeouts)  # not the client's 25 s
+    assert api.timeouts[1] <= api.timeouts[0]
+
+
+@pytest.mark.parametrize(("remaining_ms", "delay", "requests"), [(2_000, 0.0, 0), (2_400, 0.5, 1)])
+def test_the_turn_ends_in_time_to_answer_504_itself(
+    make_lambda: Callable[..., Lambda], remaining_ms: int, delay: float, requests: int
+) -> None:
+    """No time left (or none left after a slow first request and its tool call): the function
+    answers 504 itself, logged once, before the platform would cut it off without a word."""
+    lam = make_lambda()
+    api = SlowMessagesAPI(delay=delay)
+    lam.handler._ANTHROPIC = _client_for(lam, api)
+    started = time.monotonic()
+    status, body, _ = lam.invoke(
+        v2_event({"sub": SUBJECT, "iss": ISSUER}, json.dumps({"prompt": PROMPT})),
+        FakeContext(remaining_ms=remaining_ms),
+    )
+    assert time.monotonic() - started < remaining_ms / 1000
+    assert (status, body["error"]["code"]) == (504, "model_timeout")
+    assert len(api.requests) == requests  # the spent turn sent no request at all
+    [record] = lam.records()
+    assert (record["level"], record["error"], record["status"]) == ("ERROR", "model_timeout", 504)
+
+
+def _client_for(lam: Lambda, api: FakeMessagesAPI) -> Any:
+    import httpx2
+    from anthropic import Anthropic
+
+    http = lam.handler.model_http_client(httpx2.MockTransport(api))
+    return Anthropic(api_key="k", http_client=http, max_retries=lam.handler.MODEL_MAX_RETRIES)

@@ -45,3 +45,27 @@ def test_events_at_info_and_never_a_path_content_or_user(caplog: pytest.LogCaptu
     for message in messages:
         for private in PRIVATE:
             assert private not in message, message
+
+
+def test_a_failing_access_marker_logs_no_url(caplog: pytest.LogCaptureFixture) -> None:
+    """The warning for an access that could not be recorded carries no exception: its cause is
+    botocore's, whose text is the request's URL, with the tenant and file name in it."""
+    from s3memory import StorageUnavailableError
+
+    class FailingMarkers(InMemoryStore):
+        def put(self, key: str, *args: object, **kwargs: object) -> str:
+            if "/.s3memory/access/" in key:
+                try:
+                    raise TimeoutError(f'Read timeout on endpoint URL: "https://bucket.s3.amazonaws.com/{key}"')
+                except TimeoutError as cause:
+                    raise StorageUnavailableError("Error: Memory storage failed during put_object.") from cause
+            return super().put(key, *args, **kwargs)  # type: ignore[arg-type]
+
+    caplog.set_level(logging.DEBUG, logger="s3memory")
+    memory = open_memory(user_id=USER, store=FailingMarkers(), master_key=generate_master_key(), track_access=True)
+    memory.create("/memories/diary-zq7.md", "x")
+    assert memory.view("/memories/diary-zq7.md").endswith("1\tx")  # bookkeeping never fails a read
+    formatter = logging.Formatter("%(message)s")
+    written = "\n".join(formatter.format(record) for record in caplog.records)  # with any traceback
+    assert "could not record an access to a file" in written
+    assert USER not in written and "diary-zq7" not in written and "Traceback" not in written

@@ -134,6 +134,9 @@ def test_kms_per_object_mode_data_key_requests(s3_client: Any, kms_client: Any, 
     memory = open_memory(kms_key_id=kms_key_id, key_mode="kms", key_cache=KeyCache(), **options)
     meter = Meter(s3_client, kms_client)
     memory.create("/memories/a.md", "x")
+    # alongside, once per key cache lifetime: a HEAD that finds no names key
+    assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1, "HeadObject": 1}
+    memory.create("/memories/b.md", "x")
     assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1}
     # Every version gets a data key of its own (none can be spliced onto another's metadata):
     # the edit's GenerateDataKey goes alongside its GET, and the read needs no Decrypt (the

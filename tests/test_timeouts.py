@@ -112,3 +112,16 @@ def test_the_cli_takes_the_timeout_from_the_environment(
         f"Error: Memory storage failed during list_objects_v2: had no answer from {hung_endpoint} "
         "within 0.2 s after 1 attempt; try again.\n"
     )
+
+
+def test_the_endpoint_is_named_without_its_credentials() -> None:
+    """An endpoint URL may carry user:password@ (some S3-compatible servers): never echoed."""
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    closed = port.getsockname()[1]
+    port.close()  # nothing listens there: connection refused at once
+    memory = Settings(bucket="memory", endpoint_url=f"http://user:hunter2@127.0.0.1:{closed}", timeout=0.5).open()
+    with pytest.raises(StorageUnavailableError) as info:
+        memory.view("/memories")
+    assert f"http://127.0.0.1:{closed} could not be reached" in str(info.value)
+    assert "hunter2" not in str(info.value) and "user:" not in str(info.value)

@@ -92,8 +92,14 @@ CONTEXT_MANAGEMENT = {
     ]
 }
 DEFAULT_MODEL = "claude-sonnet-5-5"
-MODEL_TIMEOUT_SECONDS = 25.0  # each Messages request; API Gateway gives up on the whole turn at 30 s
-MODEL_MAX_RETRIES = 1
+MODEL_TIMEOUT_SECONDS = 25.0  # at most, each Messages request; the turn's deadline may allow less
+MODEL_MAX_RETRIES = 0  # a retry would outlive the turn: the caller may retry (503 says when)
+# The whole turn, every Messages request and tool call of it, ends this long before API
+# Gateway (30 s) or the function's timeout, whichever is sooner, so that the function still
+# answers 504 itself, logs it once and counts it.
+TURN_SECONDS = 27.0
+ANSWER_MARGIN_SECONDS = 2.0
+_TURN_DEADLINE: float | None = None  # time.monotonic() when this invocation's turn must end
 MAX_PROMPT_CHARS = 100_000
 MAX_MESSAGES = 100
 _ANTHROPIC: Any = None
@@ -160,8 +166,39 @@ def anthropic_client() -> Any:
         api_key = os.environ.get("ANTHROPIC_API_KEY")
         if not api_key and os.environ.get("ANTHROPIC_API_KEY_SECRET_ARN"):
             api_key = SECRETS.get_secret_value(SecretId=os.environ["ANTHROPIC_API_KEY_SECRET_ARN"])["SecretString"]
-        _ANTHROPIC = Anthropic(api_key=api_key, timeout=MODEL_TIMEOUT_SECONDS, max_retries=MODEL_MAX_RETRIES)
+        _ANTHROPIC = Anthropic(
+            api_key=api_key,
+            http_client=model_http_client(),
+            timeout=MODEL_TIMEOUT_SECONDS,
+            max_retries=MODEL_MAX_RETRIES,
+        )
     return _ANTHROPIC
+
+
+def model_http_client(transport: Any = None) -> Any:
+    """The Messages API's HTTP client: each request may take only what is left of the turn."""
+    import httpx2
+
+    class TurnDeadline(httpx2.BaseTransport):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def handle_request(self, request: Any) -> Any:
+            if _TURN_DEADLINE is not None:
+                left = _TURN_DEADLINE - time.monotonic()
+                if left <= 0:
+                    raise httpx2.ReadTimeout("the turn's time is spent", request=request)
+                asked = request.extensions.get("timeout") or {}
+                request.extensions["timeout"] = {
+                    phase: left if asked.get(phase) is None else min(asked[phase], left)
+                    for phase in ("connect", "read", "write", "pool")
+                }
+            return self.inner.handle_request(request)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return httpx2.Client(transport=TurnDeadline(transport if transport is not None else httpx2.HTTPTransport()))
 
 
 def subject_key() -> bytes | None:
@@ -327,6 +364,9 @@ def run_turn(event: Any) -> str:
 @logger.inject_lambda_context(log_event=False, correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
 @metrics.log_metrics
 def handler(event: Any, context: Any) -> dict[str, Any]:
+    global _TURN_DEADLINE
+    remaining = context.get_remaining_time_in_millis() / 1000 - ANSWER_MARGIN_SECONDS
+    _TURN_DEADLINE = time.monotonic() + min(TURN_SECONDS, remaining)
     try:
         reply = run_turn(event)
     except Refusal as refusal:
