@@ -9,7 +9,8 @@ inherits the Python built-in that a caller would naturally catch::
     ├── ConfigurationError (ValueError)       bad user id, master key, options
     ├── InvalidCommandError (ValueError)      malformed command input from the model
     │   ├── InvalidPathError                  traversal, bad characters, look-alikes, too long
-    │   └── EditError                         old_str not found / not unique, bad line
+    │   ├── EditError                         old_str not found / not unique, bad line
+    │   └── SensitiveDataError                a secret in text to write (defined in _guard)
     ├── LimitExceededError (ValueError)       file too large
     ├── PathNotFoundError (FileNotFoundError)
     ├── PathExistsError (FileExistsError)

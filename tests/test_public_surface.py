@@ -1,0 +1,162 @@
+"""The public surface, frozen: the names ``s3memory`` exports and the exception tree.
+
+A refactor that moves code between private modules must change neither. Adding a public name
+is a decision: add it to ``EXPORTED`` here in the same commit. Removing one breaks users.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+
+import pytest
+
+import s3memory
+from s3memory import _errors
+
+EXPORTED = frozenset(
+    {
+        "AsyncS3MemoryTool",
+        "BucketNotFoundError",
+        "ConfigurationError",
+        "Detector",
+        "EditError",
+        "EncryptedMemory",
+        "ErasureReport",
+        "ExpiryReport",
+        "FileEntry",
+        "ForeignObjectError",
+        "InMemoryStore",
+        "IntegrityError",
+        "InvalidCommandError",
+        "InvalidPathError",
+        "KeyCache",
+        "LimitExceededError",
+        "Limits",
+        "LocalDirStore",
+        "MemoryOptions",
+        "MemoryPath",
+        "NotADirectoryConflict",
+        "ObjectStore",
+        "ObjectTooLargeError",
+        "PathExistsError",
+        "PathNotFoundError",
+        "PreconditionFailedError",
+        "RotationReport",
+        "S3MemoryError",
+        "S3MemoryTool",
+        "S3Store",
+        "SecretGuard",
+        "SensitiveDataError",
+        "Settings",
+        "StaleMemory",
+        "StorageAccessDeniedError",
+        "StorageError",
+        "StorageUnavailableError",
+        "TenantKeyError",
+        "TenantLayout",
+        "assume_role_request",
+        "binding_context",
+        "deployment_documents",
+        "erase_tenant",
+        "expire_memories",
+        "format_size",
+        "generate_master_key",
+        "iam_policy",
+        "kms_key_policy",
+        "lifecycle_configuration",
+        "open_memory",
+        "parse_path",
+        "rewrap_tenant_key",
+        "rotate_tenant_key",
+        "user_id_for_subject",
+        "validate_tenant",
+    }
+)
+
+
+def test_the_exported_names_are_exactly_these() -> None:
+    assert set(s3memory.__all__) == EXPORTED
+    assert len(s3memory.__all__) == len(EXPORTED)  # no name listed twice
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTED))
+def test_each_exported_name_resolves_and_says_what_it_is(name: str) -> None:
+    value = getattr(s3memory, name)
+    assert value is not None
+    if inspect.isclass(value) or inspect.isfunction(value):
+        assert inspect.getdoc(value), f"{name} has no docstring"
+
+
+def test_star_import_gives_the_exported_names() -> None:
+    namespace: dict[str, object] = {}
+    exec("from s3memory import *", namespace)
+    assert set(namespace) - {"__builtins__"} == EXPORTED
+
+
+def test_importing_the_package_loads_neither_the_sdk_nor_boto3() -> None:
+    """The lazily exported names stay lazy (a Lambda cold start pays for every import)."""
+    code = (
+        "import sys, s3memory; s3memory.__all__; "
+        "print(sorted(m for m in ('anthropic', 'boto3', 'botocore', 'click', 'rich', 'mcp') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# -- the exception tree ---------------------------------------------------------------------
+_TREE_LINE = re.compile(r"^\s*(?:[│ ]*[├└]── )?(?P<name>[A-Z]\w*(?:Error|Conflict))\b")
+
+
+def drawn_tree() -> dict[str, str | None]:
+    """Each error class of the tree drawn in ``s3memory._errors``' docstring, with its parent
+    (the nearest class drawn above it with less indentation)."""
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for line in (inspect.getdoc(_errors) or "").splitlines():
+        match = _TREE_LINE.match(line)
+        if match is None:
+            continue
+        name = match.group("name")
+        depth = line.index(name)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((depth, name))
+    return parents
+
+
+def test_the_drawn_tree_is_the_class_tree() -> None:
+    tree = drawn_tree()
+    assert tree["S3MemoryError"] is None and len(tree) >= 18
+    for name, parent in tree.items():
+        cls = getattr(s3memory, name)
+        assert name in EXPORTED, f"{name} is in the tree but not exported"
+        if parent is not None:
+            assert cls.__bases__[0] is getattr(s3memory, parent), f"{name} should derive from {parent}"
+
+
+def test_every_exported_error_is_in_the_drawn_tree() -> None:
+    errors = {name for name in EXPORTED if inspect.isclass(getattr(s3memory, name))}
+    errors = {name for name in errors if issubclass(getattr(s3memory, name), BaseException)}
+    assert errors == set(drawn_tree())
+
+
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        ("ConfigurationError", ValueError),
+        ("InvalidCommandError", ValueError),
+        ("LimitExceededError", ValueError),
+        ("PathNotFoundError", FileNotFoundError),
+        ("PathExistsError", FileExistsError),
+        ("NotADirectoryConflict", NotADirectoryError),
+        ("StorageError", OSError),
+        ("StorageAccessDeniedError", PermissionError),
+    ],
+)
+def test_errors_are_the_builtins_a_caller_would_catch(error: str, builtin: type[BaseException]) -> None:
+    assert issubclass(getattr(s3memory, error), builtin)
+    assert issubclass(getattr(s3memory, error), s3memory.S3MemoryError)
