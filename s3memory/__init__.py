@@ -35,7 +35,7 @@ from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import MemoryOptions, open_memory
 from ._guard import Detector, SecretGuard, SensitiveDataError
 from ._identity import user_id_for_subject
-from ._keys import KeyCache, generate_master_key
+from ._keydocs import KeyCache, generate_master_key
 from ._lifecycle import ErasureReport, RotationReport, erase_tenant, rewrap_tenant_key, rotate_tenant_key
 from ._memory import EncryptedMemory, FileEntry, Limits, format_size
 from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant

@@ -26,7 +26,7 @@ from typing import Any
 from ._aws import DEFAULT_TIMEOUT_SECONDS, check_timeout, region_for
 from ._errors import ConfigurationError
 from ._factory import KeyMode, SensitiveDataPolicy, open_memory
-from ._keys import generate_master_key
+from ._keydocs import generate_master_key
 from ._memory import EncryptedMemory
 
 #: option name -> (environment variable, help). The README's configuration table mirrors it

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._keys import generate_master_key
+from ._keydocs import generate_master_key
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 #: Seconds per request to the API (the SDK's own default is ten minutes), two retries.

@@ -7,15 +7,15 @@ from dataclasses import replace
 from typing import Any, Literal, TypedDict
 
 from ._errors import ConfigurationError
-from ._keys import KeyCache, Keyring, KmsKeyring, KmsMasterKey, LocalMasterKey, TenantKeyring, process_key_cache
+from ._keydocs import NAMES_KEY, TENANT_KEY, KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
+from ._keys import Keyring, KmsKeyring, TenantKeyring
 from ._memory import EncryptedMemory, Limits
-from ._names import NAMES_KEY_OBJECT, NameCipher
+from ._names import NameCipher
 from ._paths import TenantLayout
 from .stores import ObjectStore, S3Store
 
 KeyMode = Literal["tenant", "kms"]
 SensitiveDataPolicy = Literal["refuse", "redact", "allow"]
-TENANT_KEY_OBJECT = "tenant-key"
 
 
 class MemoryOptions(TypedDict, total=False):
@@ -130,7 +130,7 @@ def open_memory(
         keyring = TenantKeyring(
             store=store,
             tenant=layout.tenant,
-            tenant_key_object=layout.internal_prefix + TENANT_KEY_OBJECT,
+            tenant_key_object=layout.internal_prefix + TENANT_KEY,
             master=master,
             cache=cache,
             store_identity=store.identity,
@@ -149,7 +149,7 @@ def open_memory(
         names = NameCipher(
             store=store,
             tenant=layout.tenant,
-            key_object=layout.internal_prefix + NAMES_KEY_OBJECT,
+            key_object=layout.internal_prefix + NAMES_KEY,
             files_prefix=layout.memory_prefix,
             master=master,
             cache=cache,

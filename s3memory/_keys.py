@@ -1,4 +1,4 @@
-"""Layer 3: where data keys come from, and how they are wrapped for storage.
+"""Where data keys come from, and how they are wrapped for storage.
 
 Two keyrings, one interface (:class:`Keyring`):
 
@@ -13,23 +13,24 @@ Two keyrings, one interface (:class:`Keyring`):
 
 Both bind every data key to (deployment, tenant, virtual path): a wrapped key moved to
 another path, tenant or deployment fails to unwrap (see ``_envelope.binding_context``).
+The tenant key's document, the master keys and the key cache live in ``_keydocs``. Longer
+than most modules: the two keyrings share the ``Keyring`` interface and the wrapped-key
+format, and ``TenantKeys`` (the opened document with its retired keys) is the tenant
+keyring's own state.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 import logging
 import os
 import threading
-import time
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from ._envelope import (
     CONTEXT_PREFIX,
@@ -43,83 +44,29 @@ from ._envelope import (
     canonical_json,
     deployment_name,
 )
-from ._errors import ConfigurationError, IntegrityError, ObjectTooLargeError, PreconditionFailedError, TenantKeyError
+from ._errors import ConfigurationError, IntegrityError, TenantKeyError
+from ._keydocs import (
+    CONTEXT_KEY_ID,
+    GCM_NONCE_BYTES,
+    KEY_DOCUMENT_ERRORS,
+    KEY_DOCUMENT_VERSION,
+    TENANT_KEY,
+    KeyCache,
+    KeyDocument,
+    KeyDocumentSlot,
+    MasterKey,
+    key_document_body,
+    kms_call,
+    parse_key_document,
+)
 from .stores import ObjectStore, StoredObject
 
 #: Events at INFO and DEBUG, never a key, a path or file content.
 log = logging.getLogger("s3memory")
 
-T = TypeVar("T")
-
-# Key documents (tenant key, names key) of version 1 wrap their keys under a context without
-# the deployment; version 2, what s3memory writes now, adds ``s3memory:prefix``. Both are read.
-KEY_DOCUMENT_VERSION = 2
-KEY_DOCUMENT_VERSIONS = (1, 2)
-CONTEXT_KEY_ID = "s3memory:kid"
-CONTEXT_PURPOSE = "s3memory:purpose"
 # AAD of a locally wrapped data key: the V3 AES/GCM keyring's cipher name, then the
 # material description, so the description (tenant, path, key id) is authenticated.
 _WRAP_AAD_PREFIX = b"AES/GCM/NoPadding\n"
-_GCM_NONCE_BYTES = 12
-
-
-class KeyCache:
-    """A small thread-safe LRU with a time-to-live, for tenant keys and KMS data keys.
-
-    Share one across tool instances (e.g. at module scope in a Lambda) so a warm container
-    does not fetch a tenant's key again for every invocation. Entries are plaintext keys:
-    the cache lives in process memory only.
-    """
-
-    def __init__(self, *, ttl_seconds: float = 900.0, max_entries: int = 4096) -> None:
-        self.ttl_seconds = ttl_seconds
-        self.max_entries = max_entries
-        self._entries: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Any | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            expires, value = entry
-            if expires < time.monotonic():
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._entries[key] = (time.monotonic() + self.ttl_seconds, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def discard(self, key: Hashable) -> None:
-        """Forget one entry (e.g. the key of an erased tenant)."""
-        with self._lock:
-            self._entries.pop(key, None)
-
-    def discard_matching(self, predicate: Callable[[Hashable], bool]) -> int:
-        """Forget every entry whose cache key satisfies ``predicate``; return how many."""
-        with self._lock:
-            doomed = [key for key in self._entries if predicate(key)]
-            for key in doomed:
-                del self._entries[key]
-            return len(doomed)
-
-
-_PROCESS_KEY_CACHE = KeyCache()
-
-
-def process_key_cache() -> KeyCache:
-    """The cache tools use when none is given: one per process, so a warm Lambda reuses it."""
-    return _PROCESS_KEY_CACHE
 
 
 class Keyring(ABC):
@@ -157,99 +104,6 @@ class Keyring(ABC):
         return None
 
 
-# --- master keys: what wraps a tenant key ---------------------------------------------
-
-
-class MasterKey(ABC):
-    """Wraps the per-tenant key. ``kind`` is recorded in the tenant key object."""
-
-    kind: str
-
-    @property
-    @abstractmethod
-    def fingerprint(self) -> str:
-        """A non-secret identity, so caches never mix keys of different masters."""
-
-    @abstractmethod
-    def wrap(self, key: bytes, context: dict[str, str]) -> bytes: ...
-
-    @abstractmethod
-    def unwrap(self, wrapped: bytes, context: dict[str, str]) -> bytes: ...
-
-
-def generate_master_key() -> bytes:
-    """A new random 32-byte master key. Keep it secret; losing it loses every memory."""
-    return os.urandom(32)
-
-
-class LocalMasterKey(MasterKey):
-    """A 32-byte secret held by the application (AES-256-GCM key wrap)."""
-
-    kind = "local"
-
-    def __init__(self, key: bytes) -> None:
-        if not isinstance(key, (bytes, bytearray)) or len(key) != 32:
-            raise ConfigurationError("master_key must be exactly 32 bytes (use s3memory.generate_master_key())")
-        if len(set(key)) == 1:
-            raise ConfigurationError("master_key must be random bytes, not a repeated byte")
-        self._key = bytes(key)
-
-    @property
-    def fingerprint(self) -> str:
-        return "local:" + hashlib.sha256(b"s3memory master key id\n" + self._key).hexdigest()[:32]
-
-    def wrap(self, key: bytes, context: dict[str, str]) -> bytes:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        nonce = os.urandom(_GCM_NONCE_BYTES)
-        return nonce + AESGCM(self._key).encrypt(nonce, key, canonical_json(context).encode())
-
-    def unwrap(self, wrapped: bytes, context: dict[str, str]) -> bytes:
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        try:
-            nonce, ciphertext = wrapped[:_GCM_NONCE_BYTES], wrapped[_GCM_NONCE_BYTES:]
-            return AESGCM(self._key).decrypt(nonce, ciphertext, canonical_json(context).encode())
-        except (InvalidTag, ValueError):
-            raise IntegrityError() from None
-
-
-class KmsMasterKey(MasterKey):
-    """An AWS KMS key wraps the tenant key (``Encrypt``/``Decrypt`` with the tenant as context)."""
-
-    kind = "kms"
-
-    def __init__(self, kms_client: Any, key_id: str) -> None:
-        if not isinstance(key_id, str) or not key_id:
-            raise ConfigurationError("kms_key_id must be a non-empty string")
-        self._kms = kms_client
-        self.key_id = key_id
-
-    @property
-    def fingerprint(self) -> str:
-        return "kms:" + self.key_id
-
-    def wrap(self, key: bytes, context: dict[str, str]) -> bytes:
-        response = _kms_call(self._kms, "encrypt", KeyId=self.key_id, Plaintext=key, EncryptionContext=context)
-        return bytes(response["CiphertextBlob"])
-
-    def unwrap(self, wrapped: bytes, context: dict[str, str]) -> bytes:
-        response = _kms_call(self._kms, "decrypt", KeyId=self.key_id, CiphertextBlob=wrapped, EncryptionContext=context)
-        return bytes(response["Plaintext"])
-
-
-def _kms_call(client: Any, operation: str, **kwargs: Any) -> Any:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from ._aws_errors import map_aws_error
-
-    try:
-        return getattr(client, operation)(**kwargs)
-    except (ClientError, BotoCoreError) as exc:
-        raise map_aws_error(exc, f"kms:{operation}", client) from exc
-
-
 # --- tenant-key mode ----------------------------------------------------------------
 
 MAX_RETIRED_KEYS = 16  # a rotation retires one key at a time; more means a corrupt document
@@ -257,93 +111,6 @@ _MISSING_TENANT_KEY = (
     "Error: The encryption key of this memory is missing, so its files cannot be decrypted (was this user erased?)."
 )
 _CORRUPT_TENANT_KEY = "Error: The tenant key of this memory failed its integrity check."
-
-
-def key_document_context(tenant: str, purpose: str, key_id: str, *, prefix: str, version: int) -> dict[str, str]:
-    """The context a master key wraps a tenant's internal key under (tenant key, names key),
-    as the key document's ``version`` defines it (version 1 has no deployment)."""
-    context = {CONTEXT_TENANT: tenant, CONTEXT_PURPOSE: purpose, CONTEXT_KEY_ID: key_id}
-    if version >= 2:
-        context[CONTEXT_PREFIX] = deployment_name(prefix)
-    return context
-
-
-# What a malformed key document can raise while it is parsed (JSON, base64, numbers, nesting).
-KEY_DOCUMENT_ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError, binascii.Error)
-# A key document is a few hundred bytes (a tenant key with 16 retired keys: under 4 KiB).
-MAX_KEY_DOCUMENT_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class KeyDocument:
-    """A stored key document ``{"v", "kid", "wrapper", "wrapped", ...}``, parsed."""
-
-    fields: dict[str, Any]
-    version: int
-    kid: str
-    wrapper: str
-    wrapped: bytes
-
-
-def parse_key_document(body: bytes, *, what: str) -> KeyDocument:
-    """Parse a stored key document of any readable version. TenantKeyError if it is malformed."""
-    corrupt = f"Error: The {what} of this memory failed its integrity check."
-    try:
-        document = json.loads(body)
-        found, key_id, kind = document["v"], document["kid"], document["wrapper"]
-        wrapped = base64.b64decode(document["wrapped"], validate=True)
-    except KEY_DOCUMENT_ERRORS:
-        raise TenantKeyError(corrupt) from None
-    if isinstance(found, bool) or found not in KEY_DOCUMENT_VERSIONS:
-        raise TenantKeyError(corrupt)
-    if not isinstance(key_id, str) or not isinstance(kind, str):
-        raise TenantKeyError(corrupt)
-    return KeyDocument(document, found, key_id, kind, wrapped)
-
-
-def get_key_document(store: ObjectStore, key: str, *, what: str) -> StoredObject | None:
-    """A stored key document, read with a size bound (a huge object there is a corrupt document)."""
-    try:
-        return store.get(key, max_bytes=MAX_KEY_DOCUMENT_BYTES)
-    except ObjectTooLargeError:
-        raise TenantKeyError(f"Error: The {what} of this memory failed its integrity check.") from None
-
-
-def key_found_beside_files(
-    store: ObjectStore, files_prefix: str, load: Callable[[], T | None], missing: str
-) -> T | None:
-    """Before a tenant's key is created: ``None`` if the tenant has no files (a new key may be
-    made); else the key as ``load`` finds it now (a concurrent first writer may have created
-    both meanwhile), or ``TenantKeyError(missing)``. A new key beside existing files would
-    orphan them for good if the old document came back, or hide what a writer deleted it to hide."""
-    if not any(True for _ in store.list(files_prefix, limit=1)):
-        return None
-    found = load()
-    if found is None:
-        raise TenantKeyError(missing)
-    return found
-
-
-def unwrap_key_document_key(
-    master: MasterKey, kind: str, wrapped: bytes, context: dict[str, str], *, size: int, what: str
-) -> bytes:
-    """The key a document holds, unwrapped by ``master`` (which must be of the document's
-    ``kind``). ConfigurationError for the wrong kind of master key, TenantKeyError otherwise."""
-    if kind != master.kind:
-        raise ConfigurationError(
-            f"Error: This memory's {what} is wrapped by a {kind!r} master key, "
-            f"but the tool was configured with a {master.kind!r} one."
-        )
-    try:
-        key = master.unwrap(wrapped, context)
-    except IntegrityError:
-        raise TenantKeyError(
-            f"Error: The {what} of this memory could not be unwrapped: wrong master key, "
-            "or the key object was tampered with."
-        ) from None
-    if len(key) != size:
-        raise TenantKeyError(f"Error: The {what} of this memory failed its integrity check.")
-    return key
 
 
 @dataclass(frozen=True)
@@ -418,18 +185,13 @@ class TenantKeys:
     def document(self) -> bytes:
         """The stored form: ``{"v", "kid", "wrapper", "wrapped"}`` and, during a rotation,
         ``"retired": [{"kid", "wrapped", "retired_at"}]`` (every key wrapped by the master key)."""
-        document: dict[str, Any] = {
-            "v": self.version,
-            "kid": self.kid,
-            "wrapper": self.wrapper,
-            "wrapped": base64.b64encode(self.wrapped).decode(),
-        }
+        more: dict[str, Any] = {}
         if self.retired:
-            document["retired"] = [
+            more["retired"] = [
                 {"kid": r.kid, "wrapped": base64.b64encode(r.wrapped).decode(), "retired_at": r.retired_at}
                 for r in self.retired
             ]
-        return json.dumps(document, sort_keys=True).encode()
+        return key_document_body(kid=self.kid, wrapper=self.wrapper, wrapped=self.wrapped, version=self.version, **more)
 
 
 class TenantKeyring(Keyring):
@@ -455,35 +217,37 @@ class TenantKeyring(Keyring):
         prefix: str = "",
         files_prefix: str | None = None,
     ) -> None:
-        self._store = store
-        self._tenant = tenant
-        self._prefix = prefix
         self._files_prefix = files_prefix
-        self._object_key = tenant_key_object
-        self._master = master
-        self._cache = cache
-        self._cache_key = ("tenant-key", store_identity, tenant_key_object, master.fingerprint)
-        self._load_lock = threading.Lock()
+        self.document = KeyDocumentSlot(
+            store=store,
+            tenant=tenant,
+            purpose=TENANT_KEY,
+            object_key=tenant_key_object,
+            master=master,
+            cache=cache,
+            store_identity=store_identity,
+            prefix=prefix,
+        )
 
     @property
     def tenant(self) -> str:
-        return self._tenant
+        return self.document.tenant
 
     @property
     def object_key(self) -> str:
         """Where the tenant key document is stored."""
-        return self._object_key
+        return self.document.object_key
 
     @property
     def master(self) -> MasterKey:
-        return self._master
+        return self.document.master
 
     @property
     def key_cache(self) -> KeyCache:
-        return self._cache
+        return self.document.cache
 
     def _tenant_context(self, key_id: str, version: int) -> dict[str, str]:
-        return key_document_context(self._tenant, "tenant-key", key_id, prefix=self._prefix, version=version)
+        return self.document.context(key_id, version)
 
     # -- the document, cached ---------------------------------------------------------
     def keys(self, *, create: bool) -> TenantKeys:
@@ -493,19 +257,16 @@ class TenantKeyring(Keyring):
         instead, so a lost key object never silently turns into a new key that would make
         every existing file unreadable.
         """
-        cached = self._cache.get(self._cache_key)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        with self._load_lock:
-            cached = self._cache.get(self._cache_key)
-            if cached is None:
-                cached = self._load()
-                if cached is None:
-                    if not create:
-                        raise TenantKeyError(_MISSING_TENANT_KEY)
-                    cached = self._create()
-                self._cache.put(self._cache_key, cached)
-            return cached
+
+        def load_or_create() -> TenantKeys:
+            loaded = self._load()
+            if loaded is not None:
+                return loaded
+            if not create:
+                raise TenantKeyError(_MISSING_TENANT_KEY)
+            return self._create()
+
+        return self.document.cached(load_or_create)
 
     def tenant_key(self, *, create: bool) -> tuple[str, bytes]:
         """(key id, key) of the tenant's current key, from the cache or the store."""
@@ -514,27 +275,18 @@ class TenantKeyring(Keyring):
 
     def reload(self, seen: TenantKeys | None) -> TenantKeys:
         """The document read again, unless another thread already did since ``seen`` was cached."""
-        with self._load_lock:
-            cached = self._cache.get(self._cache_key)
-            if cached is not None and cached is not seen:
-                return cached  # type: ignore[no-any-return]
-            loaded = self._load()
-            if loaded is None:
-                self._cache.discard(self._cache_key)
-                raise TenantKeyError(_MISSING_TENANT_KEY)
-            self._cache.put(self._cache_key, loaded)
-            return loaded
+        return self.document.refreshed(seen, self._load, _MISSING_TENANT_KEY)
 
     def install(self, keys: TenantKeys) -> None:
         """Cache ``keys`` as the tenant's document (after this process wrote it)."""
-        self._cache.put(self._cache_key, keys)
+        self.document.remember(keys)
 
     def forget(self, tenant: str) -> None:
-        if tenant == self._tenant:
-            self._cache.discard(self._cache_key)
+        if tenant == self.document.tenant:
+            self.document.forget()
 
     def is_warm(self) -> bool:
-        return self._cache.get(self._cache_key) is not None
+        return self.document.is_cached()
 
     def prepare(self) -> None:
         try:
@@ -544,7 +296,7 @@ class TenantKeyring(Keyring):
 
     # -- the document, stored ---------------------------------------------------------
     def _load(self) -> TenantKeys | None:
-        stored = get_key_document(self._store, self._object_key, what="tenant key")
+        stored = self.document.read()
         if stored is None:
             return None
         keys = self.open_document(stored)
@@ -568,7 +320,7 @@ class TenantKeyring(Keyring):
             raise TenantKeyError(_CORRUPT_TENANT_KEY)
         return TenantKeys(
             kid=key_id,
-            key=self._unwrap_with_master(parsed.wrapped, key_id, version, kind=parsed.wrapper),
+            key=self.document.unwrap(parsed, parsed.wrapped, key_id, size=DATA_KEY_BYTES),
             wrapped=parsed.wrapped,
             wrapper=parsed.wrapper,
             unwrap_retired=self._unwrap_retired,
@@ -586,13 +338,10 @@ class TenantKeyring(Keyring):
             raise TypeError("retired key")
         return RetiredKey(kid, base64.b64decode(item["wrapped"], validate=True), float(retired_at))
 
-    def _unwrap_with_master(self, wrapped: bytes, key_id: str, version: int, *, kind: str | None = None) -> bytes:
-        context = self._tenant_context(key_id, version)
-        kind = self._master.kind if kind is None else kind
-        return unwrap_key_document_key(self._master, kind, wrapped, context, size=DATA_KEY_BYTES, what="tenant key")
-
     def _unwrap_retired(self, entry: RetiredKey, version: int) -> bytes:
-        return self._unwrap_with_master(entry.wrapped, entry.kid, version)
+        # A retired key is wrapped like the current one, under its own id.
+        document = KeyDocument({}, version, entry.kid, self.master.kind, entry.wrapped)
+        return self.document.unwrap(document, entry.wrapped, entry.kid, size=DATA_KEY_BYTES)
 
     def new_keys(self, *, retired: Iterable[RetiredKey] = ()) -> TenantKeys:
         """A fresh random tenant key wrapped by the master key (not stored yet), in a
@@ -605,8 +354,8 @@ class TenantKeyring(Keyring):
         return TenantKeys(
             kid=key_id,
             key=key,
-            wrapped=self._master.wrap(key, self._tenant_context(key_id, KEY_DOCUMENT_VERSION)),
-            wrapper=self._master.kind,
+            wrapped=self.master.wrap(key, self._tenant_context(key_id, KEY_DOCUMENT_VERSION)),
+            wrapper=self.master.kind,
             unwrap_retired=self._unwrap_retired,
             retired=retired,
         )
@@ -622,7 +371,7 @@ class TenantKeyring(Keyring):
         if keys.version != KEY_DOCUMENT_VERSION:
             retired = [
                 RetiredKey(
-                    r.kid, self._master.wrap(key, self._tenant_context(r.kid, KEY_DOCUMENT_VERSION)), r.retired_at
+                    r.kid, self.master.wrap(key, self._tenant_context(r.kid, KEY_DOCUMENT_VERSION)), r.retired_at
                 )
                 for r in retired
                 if (key := opened[r.kid]) is not None
@@ -632,27 +381,23 @@ class TenantKeyring(Keyring):
         return rotated
 
     def _create(self) -> TenantKeys:
-        if self._files_prefix is not None:
-            missing = (
-                "Error: This memory has files but its encryption key is missing, so nothing can be written "
-                "or read (was the key document deleted?). Restore "
-                f"{self._object_key} from a backup or an earlier version, or finish erasing the user."
-            )
-            loaded = key_found_beside_files(self._store, self._files_prefix, self._load, missing)
-            if loaded is not None:
-                return loaded
-        keys = self.new_keys()
-        try:
-            etag = self._store.put(self._object_key, keys.document(), {"s3memory": "tenant-key"}, if_none_match=True)
-        except PreconditionFailedError:
-            # Another writer created it first: use theirs, so both agree.
-            loaded = self._load()
-            if loaded is None:
-                raise
-            log.info("another writer created this tenant's key first: using theirs (kid %s)", loaded.kid)
-            return loaded
-        log.info("created a tenant key (kid %s, wrapped by %s)", keys.kid, keys.wrapper)
-        return keys.evolve(etag=etag)
+        made: list[TenantKeys] = []
+
+        def body() -> bytes:
+            made.append(self.new_keys())
+            return made[0].document()
+
+        missing = (
+            "Error: This memory has files but its encryption key is missing, so nothing can be written "
+            "or read (was the key document deleted?). Restore "
+            f"{self.object_key} from a backup or an earlier version, or finish erasing the user."
+        )
+        found, etag = self.document.create(body, self._load, files_prefix=self._files_prefix, missing=missing)
+        if found is not None:
+            log.info("another writer created this tenant's key first: using theirs (kid %s)", found.kid)
+            return found
+        log.info("created a tenant key (kid %s, wrapped by %s)", made[0].kid, made[0].wrapper)
+        return made[0].evolve(etag=etag)
 
     # -- data keys --------------------------------------------------------------------
     def _description(self, binding: dict[str, str], key_id: str) -> dict[str, str]:
@@ -678,7 +423,7 @@ class TenantKeyring(Keyring):
 
         key_id, tenant_key = self.tenant_key(create=True)
         description = self._description(binding, key_id)
-        nonce = os.urandom(_GCM_NONCE_BYTES)
+        nonce = os.urandom(GCM_NONCE_BYTES)
         aad = _WRAP_AAD_PREFIX + canonical_json(description).encode()
         return WrappedKey(self.algorithm, nonce + AESGCM(tenant_key).encrypt(nonce, data_key, aad), description)
 
@@ -694,7 +439,7 @@ class TenantKeyring(Keyring):
             raise IntegrityError()
         tenant_key = self._key_for(key_id)
         aad = _WRAP_AAD_PREFIX + canonical_json(expected).encode()
-        nonce, ciphertext = wrapped.ciphertext[:_GCM_NONCE_BYTES], wrapped.ciphertext[_GCM_NONCE_BYTES:]
+        nonce, ciphertext = wrapped.ciphertext[:GCM_NONCE_BYTES], wrapped.ciphertext[GCM_NONCE_BYTES:]
         try:
             return AESGCM(tenant_key).decrypt(nonce, ciphertext, aad)
         except (InvalidTag, ValueError):
@@ -707,8 +452,8 @@ class TenantKeyring(Keyring):
         not unwrap: not this tenant's or deployment's, tampered with, or under a key the
         document no longer has."""
         binding = {k: v for k, v in wrapped.context.items() if k != CONTEXT_KEY_ID}
-        deployment = deployment_name(self._prefix)
-        if binding.get(CONTEXT_TENANT) != self._tenant or binding.get(CONTEXT_PREFIX, deployment) != deployment:
+        deployment = deployment_name(self.document.prefix)
+        if binding.get(CONTEXT_TENANT) != self.tenant or binding.get(CONTEXT_PREFIX, deployment) != deployment:
             raise IntegrityError()
         return self.wrap(self.unwrap(wrapped, binding), {**binding, CONTEXT_PREFIX: deployment})
 
@@ -745,7 +490,7 @@ class KmsKeyring(Keyring):
 
     def generate(self, binding: dict[str, str]) -> tuple[bytes, WrappedKey]:
         context = self._kms_context(binding)
-        response = _kms_call(
+        response = kms_call(
             self._kms, "generate_data_key", KeyId=self.key_id, KeySpec="AES_256", EncryptionContext=context
         )
         data_key, blob = bytes(response["Plaintext"]), bytes(response["CiphertextBlob"])
@@ -754,7 +499,7 @@ class KmsKeyring(Keyring):
 
     def wrap(self, data_key: bytes, binding: dict[str, str]) -> WrappedKey:
         context = self._kms_context(binding)
-        response = _kms_call(self._kms, "encrypt", KeyId=self.key_id, Plaintext=data_key, EncryptionContext=context)
+        response = kms_call(self._kms, "encrypt", KeyId=self.key_id, Plaintext=data_key, EncryptionContext=context)
         blob = bytes(response["CiphertextBlob"])
         self._cache.put(self._cache_key(blob, context), data_key)
         return WrappedKey(self.algorithm, blob, context)
@@ -786,7 +531,7 @@ class KmsKeyring(Keyring):
         cached = self._cache.get(cache_key)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
-        response = _kms_call(
+        response = kms_call(
             self._kms, "decrypt", KeyId=self.key_id, CiphertextBlob=wrapped.ciphertext, EncryptionContext=context
         )
         data_key = bytes(response["Plaintext"])

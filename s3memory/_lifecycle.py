@@ -71,8 +71,6 @@ report says ``shredded=False``.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import math
 import threading
@@ -90,22 +88,20 @@ from ._errors import (
     IntegrityError,
     PreconditionFailedError,
     S3MemoryError,
-    StorageAccessDeniedError,
     StorageError,
     TenantKeyError,
 )
-from ._keys import (
+from ._keydocs import (
     CONTEXT_KEY_ID,
-    KEY_DOCUMENT_ERRORS,
-    KEY_DOCUMENT_VERSION,
+    KEY_DOCUMENT_SUFFIX,
+    TENANT_KEY,
     LocalMasterKey,
     MasterKey,
-    TenantKeyring,
-    TenantKeys,
     get_key_document,
-    key_document_context,
-    parse_key_document,
+    is_key_document_cache_key,
+    rewrapped_document,
 )
+from ._keys import TenantKeyring, TenantKeys
 from ._paths import TenantLayout
 from .stores import DelegatingStore, ObjectStore
 
@@ -117,9 +113,8 @@ if TYPE_CHECKING:
 DEFAULT_RETIRE_AFTER = 900.0  # the default KeyCache time-to-live
 REWRAP_ATTEMPTS = 3  # per object and pass, when its copy loses a race
 MAX_PASSES = 3  # re-wrap passes per run (the later ones only verify, normally)
-KEY_DOCUMENT_SUFFIX = "-key"  # internal objects that hold keys: tenant-key, names-key
 _PAGE = 1000  # keys per LIST page and per DeleteObjects
-_TENANT_KEY_METADATA = {"s3memory": "tenant-key"}
+_TENANT_KEY_METADATA = {"s3memory": TENANT_KEY}
 
 
 @dataclass
@@ -477,7 +472,7 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
     """Re-wrap the user's key documents (tenant key, names key) under ``new_master``.
 
     ``new_master``: 32 random bytes (a local master key) or a ``MasterKey``
-    (``s3memory._keys.KmsMasterKey(kms_client, key_id)``). Nothing but the documents
+    (``s3memory._keydocs.KmsMasterKey(kms_client, key_id)``). Nothing but the documents
     changes. Afterwards open the memory with the new master key; processes that still use
     the old one keep working until their cached keys expire, then fail with a clear error.
     Resumable: documents already under the new master key are left as they are.
@@ -496,7 +491,9 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
         stored = get_key_document(store, key, what=purpose)
         if stored is None:
             continue
-        body = _rewrapped_document(stored.body, layout, purpose, old, new)
+        body = rewrapped_document(
+            stored.body, tenant=layout.tenant, prefix=layout.prefix, purpose=purpose, old=old, new=new
+        )
         if body is None:
             report.already_done.append(key)
             continue
@@ -511,42 +508,6 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
     return report
 
 
-def _rewrapped_document(
-    body: bytes, layout: TenantLayout, purpose: str, old: MasterKey, new: MasterKey
-) -> bytes | None:
-    """The document with every key in it wrapped by ``new``, as a document of the current
-    version (bound to the deployment); None if it already is."""
-    corrupt = TenantKeyError(f"Error: The {purpose} of this memory failed its integrity check.")
-    document = parse_key_document(body, what=purpose).fields
-    try:
-        entries: list[dict[str, Any]] = [document, *document.get("retired", [])]
-        wrapped = [(e["kid"], base64.b64decode(e["wrapped"], validate=True)) for e in entries]
-        wrapper = document["wrapper"]
-    except KEY_DOCUMENT_ERRORS:
-        raise corrupt from None
-    if not all(isinstance(kid, str) for kid, _ in wrapped):
-        raise corrupt
-
-    def context(kid: str, version: int) -> dict[str, str]:
-        return key_document_context(layout.tenant, purpose, kid, prefix=layout.prefix, version=version)
-
-    candidates = [m for m in (old, new) if m.kind == wrapper]
-    for master in candidates:
-        try:
-            keys = [master.unwrap(blob, context(kid, document["v"])) for kid, blob in wrapped]
-        except (IntegrityError, StorageAccessDeniedError):
-            continue  # not this master key (KMS may answer "access denied" for a foreign ciphertext)
-        if master is new and (old.kind != new.kind or old.fingerprint != new.fingerprint):
-            return None  # already re-wrapped by an earlier run
-        for entry, (kid, _), key in zip(entries, wrapped, keys, strict=True):
-            entry["wrapped"] = base64.b64encode(new.wrap(key, context(kid, KEY_DOCUMENT_VERSION))).decode()
-        document["wrapper"], document["v"] = new.kind, KEY_DOCUMENT_VERSION
-        return json.dumps(document, sort_keys=True).encode()
-    raise TenantKeyError(
-        f"Error: The {purpose} of this memory could not be unwrapped by the old or the new master key."
-    )
-
-
 # --- erasure --------------------------------------------------------------------------------
 
 
@@ -557,9 +518,7 @@ def _evict(memory: EncryptedMemory) -> None:
     memory.keyring.forget(layout.tenant)
     cache = memory.keyring.key_cache
     if cache is not None:
-        cache.discard_matching(
-            lambda k: isinstance(k, tuple) and len(k) >= 3 and isinstance(k[2], str) and _is_key_document(layout, k[2])
-        )
+        cache.discard_matching(lambda key: is_key_document_cache_key(key, layout.internal_prefix))
 
 
 def erase_tenant(memory: EncryptedMemory) -> ErasureReport:

@@ -42,8 +42,9 @@ from ._errors import (
     StorageUnavailableError,
     TenantKeyError,
 )
-from ._keys import Keyring, process_key_cache
-from ._names import NAMES_KEY_OBJECT, looks_sealed
+from ._keydocs import NAMES_KEY, process_key_cache
+from ._keys import Keyring
+from ._names import looks_sealed
 from ._paths import DEFAULT_MAX_PATH_BYTES, MAX_S3_KEY_BYTES, MemoryPath, TenantLayout, parse_path
 from .stores import ObjectInfo, ObjectStore, StoredObject
 
@@ -424,7 +425,7 @@ class EncryptedMemory:
             return
         # Remembered in the key cache, as long as a key would be (15 minutes by default).
         cache = self.keyring.key_cache or process_key_cache()
-        names_key = self.layout.internal_prefix + NAMES_KEY_OBJECT
+        names_key = self.layout.internal_prefix + NAMES_KEY
         marker = ("no names key", self.store.identity, names_key)
         if cache.get(marker):
             return

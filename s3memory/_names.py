@@ -81,32 +81,27 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import json
 import logging
 import os
 import re
 import threading
 from collections.abc import Callable
 
-from ._errors import PreconditionFailedError
-from ._keys import (
+from ._keydocs import (
     KEY_DOCUMENT_VERSION,
+    NAMES_KEY,
     KeyCache,
+    KeyDocumentSlot,
     MasterKey,
-    get_key_document,
-    key_document_context,
-    key_found_beside_files,
+    key_document_body,
     parse_key_document,
-    unwrap_key_document_key,
 )
 from ._paths import ROOT, MemoryPath
 from .stores import ObjectStore
 
 log = logging.getLogger("s3memory")
 
-NAMES_KEY_OBJECT = "names-key"  # under the tenant's internal prefix
 NAMES_KEY_BYTES = 64  # AES-SIV with AES-256: a MAC key and an encryption key
-NAMES_KEY_PURPOSE = "names-key"
 PAD_BLOCK = 16
 SIV_TAG_BYTES = 16
 MAX_SEALED_SEGMENT_BYTES = 255  # a file name on the local directory store's file systems
@@ -227,17 +222,19 @@ class NameCipher:
         prefetch: Callable[[], None] | None = None,
         prefix: str = "",
     ) -> None:
-        self._store = store
-        self._tenant = tenant
-        self._prefix = prefix
+        self.document = KeyDocumentSlot(
+            store=store,
+            tenant=tenant,
+            purpose=NAMES_KEY,
+            object_key=key_object,
+            master=master,
+            cache=cache,
+            store_identity=store_identity,
+            prefix=prefix,
+        )
         self._tenant_ad = tenant.encode("utf-8")
-        self._object_key = key_object
         self._files_prefix = files_prefix
-        self._master = master
-        self._cache = cache
-        self._cache_key = ("names-key", store_identity, key_object, master.fingerprint)
         self._prefetch = prefetch
-        self._load_lock = threading.Lock()
         self._current: _Sealer | None = None
 
     # -- sealing ------------------------------------------------------------------------
@@ -302,32 +299,25 @@ class NameCipher:
     def names_key(self, *, prefetch: bool = False) -> bytes:
         """The tenant's names key, from the cache or the store (created if the tenant has
         none and no files yet; :class:`TenantKeyError` if it has files but no names key)."""
-        cached = self._cache.get(self._cache_key)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        with self._load_lock:
-            cached = self._cache.get(self._cache_key)
-            if cached is None:
-                helper = None
-                if prefetch and self._prefetch is not None:
-                    helper = threading.Thread(target=self._run_prefetch, name="s3memory-prefetch", daemon=True)
-                    helper.start()
-                try:
-                    cached = self._load_or_create()
-                finally:
-                    if helper is not None:
-                        helper.join()
-                self._cache.put(self._cache_key, cached)
-            return cached
+
+        def load_or_create() -> bytes:
+            helper = None
+            if prefetch and self._prefetch is not None:
+                helper = threading.Thread(target=self._run_prefetch, name="s3memory-prefetch", daemon=True)
+                helper.start()
+            try:
+                return self._load_or_create()
+            finally:
+                if helper is not None:
+                    helper.join()
+
+        return self.document.cached(load_or_create)
 
     def _run_prefetch(self) -> None:
         assert self._prefetch is not None
         # Only a warm-up: whatever fails here fails again, and is reported, where it is needed.
         with contextlib.suppress(Exception):
             self._prefetch()
-
-    def _context(self, key_id: str, version: int) -> dict[str, str]:
-        return key_document_context(self._tenant, NAMES_KEY_PURPOSE, key_id, prefix=self._prefix, version=version)
 
     def _load_or_create(self) -> bytes:
         key = self._load()
@@ -338,36 +328,22 @@ class NameCipher:
             "written without encrypted names? Then open it without encrypt_names (the CLI's --encrypt-names, "
             "S3MEMORY_ENCRYPT_NAMES). Or was the names key deleted?"
         )
-        key = key_found_beside_files(self._store, self._files_prefix, self._load, missing)
-        return key if key is not None else self._create()
+        key_id, key = os.urandom(8).hex(), os.urandom(NAMES_KEY_BYTES)
+        master = self.document.master
+
+        def body() -> bytes:
+            wrapped = master.wrap(key, self.document.context(key_id, KEY_DOCUMENT_VERSION))
+            return key_document_body(kid=key_id, wrapper=master.kind, wrapped=wrapped, version=KEY_DOCUMENT_VERSION)
+
+        found, _ = self.document.create(body, self._load, files_prefix=self._files_prefix, missing=missing)
+        if found is not None:
+            return found
+        log.info("created a names key (kid %s, wrapped by %s)", key_id, master.kind)
+        return key
 
     def _load(self) -> bytes | None:
-        stored = get_key_document(self._store, self._object_key, what="names key")
+        stored = self.document.read()
         if stored is None:
             return None
         parsed = parse_key_document(stored.body, what="names key")
-        context = self._context(parsed.kid, parsed.version)
-        return unwrap_key_document_key(
-            self._master, parsed.wrapper, parsed.wrapped, context, size=NAMES_KEY_BYTES, what="names key"
-        )
-
-    def _create(self) -> bytes:
-        key_id = os.urandom(8).hex()
-        key = os.urandom(NAMES_KEY_BYTES)
-        document = {
-            "v": KEY_DOCUMENT_VERSION,
-            "kid": key_id,
-            "wrapper": self._master.kind,
-            "wrapped": base64.b64encode(self._master.wrap(key, self._context(key_id, KEY_DOCUMENT_VERSION))).decode(),
-        }
-        body = json.dumps(document, sort_keys=True).encode()
-        try:
-            self._store.put(self._object_key, body, {"s3memory": NAMES_KEY_PURPOSE}, if_none_match=True)
-        except PreconditionFailedError:
-            # Another writer created it first: use theirs, so both agree.
-            loaded = self._load()
-            if loaded is None:
-                raise
-            return loaded
-        log.info("created a names key (kid %s, wrapped by %s)", key_id, self._master.kind)
-        return key
+        return self.document.unwrap(parsed, parsed.wrapped, parsed.kid, size=NAMES_KEY_BYTES)

@@ -52,16 +52,14 @@ from ._envelope import (
     deployment_name,
 )
 from ._errors import ConfigurationError
-from ._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from ._keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE, NAMES_KEY, TENANT_KEY
 from ._memory import ACCESS_MARKER_TAGS
-from ._names import NAMES_KEY_PURPOSE
 from ._paths import MAX_TENANT_LENGTH, RESERVED_SEGMENT, validate_prefix, validate_tenant
 
 POLICY_VERSION = "2012-10-17"
 DEFAULT_TAG = "s3memory-user"
 """The session tag (and principal tag) that names the user."""
 PRINCIPAL_TAG_TENANT = "${aws:PrincipalTag/" + DEFAULT_TAG + "}"
-TENANT_KEY_PURPOSE = "tenant-key"  # the s3memory:purpose of a wrapped tenant key (_keys.TenantKeyring)
 ((_MARKER_TAG_KEY, _MARKER_TAG_VALUE),) = ACCESS_MARKER_TAGS.items()
 ACCESS_MARKER_TAG = {"Key": _MARKER_TAG_KEY, "Value": _MARKER_TAG_VALUE}
 """The object tag of access markers (``{user}/.s3memory/access/...``), expired by lifecycle."""
@@ -77,7 +75,7 @@ SESSION_SECONDS = 900  # the shortest session STS grants
 # only, so no session can make new unbound keys that another deployment would accept.
 _WRAPPED_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt"]
 _WRAPPED_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PURPOSE, CONTEXT_KEY_ID]
-_WRAPPED_KEY_PURPOSES = [TENANT_KEY_PURPOSE, NAMES_KEY_PURPOSE]
+_WRAPPED_KEY_PURPOSES = [TENANT_KEY, NAMES_KEY]
 _DATA_KEY_ACTIONS = ["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"]
 _DATA_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PATH, KMS_RESERVED_CONTEXT_KEY]
 # What s3memory writes under {prefix}{tenant}/, and so all a tenant's session may touch

@@ -28,7 +28,8 @@ from s3memory import (
     open_memory,
     parse_path,
 )
-from s3memory._keys import KmsMasterKey, TenantKeys
+from s3memory._keydocs import KmsMasterKey
+from s3memory._keys import TenantKeys
 from s3memory._lifecycle import erase_tenant, rewrap_tenant_key, rotate_tenant_key
 from s3memory.stores import DelegatingStore, ObjectStore, S3Store, StoredObject
 

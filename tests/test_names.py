@@ -39,7 +39,8 @@ from s3memory import (
     open_memory,
     parse_path,
 )
-from s3memory._names import MAX_NAME_BYTES, NAMES_KEY_OBJECT, sealed_segment_length
+from s3memory._keydocs import NAMES_KEY as NAMES_KEY_OBJECT
+from s3memory._names import MAX_NAME_BYTES, sealed_segment_length
 from s3memory._paths import MAX_S3_KEY_BYTES
 
 FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms", "rgw"]

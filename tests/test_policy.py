@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from s3memory import ConfigurationError, KeyCache, S3MemoryError, open_memory
 from s3memory._envelope import CONTEXT_PATH, CONTEXT_PREFIX, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY
-from s3memory._keys import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from s3memory._keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE
 from s3memory._paths import RESERVED_SEGMENT, validate_tenant
 from s3memory._policy import (
     DEFAULT_TAG,
