@@ -2,53 +2,37 @@
 
 Every test that takes ``memory`` runs against each flavour: the in-memory store, the
 local directory store, and S3 (moto) in tenant-key mode with a local master key, in
-tenant-key mode with a KMS master key, and in KMS-per-object mode.
+tenant-key mode with a KMS master key, and in KMS-per-object mode (and a real radosgw
+when one runs).
+
+Built on the shipped plugin, ``s3memory.testing`` (loaded in this session through its
+``pytest11`` entry point, as in a user's): its constants, fake credentials and moto
+request serializer, so the suite tests the kit users get rather than a copy of it.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, LocalDirStore, open_memory
+from s3memory.testing import (
+    TEST_BUCKET,
+    TEST_MASTER_KEY,
+    TEST_REGION,
+    make_moto_requests_atomic,
+    use_fake_aws_credentials,
+)
 
-BUCKET = "s3memory-test-bucket"
-REGION = "us-east-1"
-MASTER_KEY = bytes(range(32))
+# The plugin's (s3memory.testing), under the names the test modules import from here.
+BUCKET = TEST_BUCKET
+REGION = TEST_REGION
+MASTER_KEY = TEST_MASTER_KEY
 
-
-def use_fake_aws_credentials(patch: pytest.MonkeyPatch) -> None:
-    """Credentials that cannot reach AWS, whatever the developer's shell has configured."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        patch.setenv(name, value)
-    patch.delenv("AWS_PROFILE", raising=False)
-
-
-_MOTO_REQUEST_LOCK = threading.Lock()
-
-
-def make_moto_requests_atomic(patch: pytest.MonkeyPatch) -> None:
-    """moto stores a PUT's body before its metadata, so a concurrent GET can see an object
-    without metadata; real S3 requests are atomic. Handle one moto request at a time
-    (requests still interleave, which is what the concurrency tests need)."""
-    from moto.core.botocore_stubber import BotocoreStubber
-
-    handle = BotocoreStubber.__call__
-
-    def atomic(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _MOTO_REQUEST_LOCK:
-            return handle(self, *args, **kwargs)
-
-    patch.setattr(BotocoreStubber, "__call__", atomic)
+__all__ = ["BUCKET", "MASTER_KEY", "REGION", "RGW_ENDPOINT", "make_moto_requests_atomic", "use_fake_aws_credentials"]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 
 from s3memory import EncryptedMemory, InMemoryStore, S3MemoryTool
-from s3memory.testing import TEST_BUCKET, TEST_MASTER_KEY, MockBucket
+from s3memory.testing import TEST_BUCKET, TEST_MASTER_KEY, MockBucket, ObjectStoreContract
 
 CREATE = {"command": "create", "path": "/memories/a.md", "file_text": "hi"}
 
@@ -156,3 +156,107 @@ def test_a_users_suite(tmp_path: Path, moto_installed: bool) -> None:
     else:
         assert "2 passed, 1 skipped" in result.stdout
         assert "pip install 's3memory[testing]'" in result.stdout
+
+
+def test_the_projects_conftest_is_built_on_the_plugin() -> None:
+    """One implementation of the kit: the suite's own fixtures use what users get."""
+    import conftest
+
+    import s3memory.testing as kit
+
+    assert conftest.use_fake_aws_credentials is kit.use_fake_aws_credentials
+    assert conftest.make_moto_requests_atomic is kit.make_moto_requests_atomic
+    assert (conftest.BUCKET, conftest.REGION, conftest.MASTER_KEY) == (
+        kit.TEST_BUCKET,
+        kit.TEST_REGION,
+        kit.TEST_MASTER_KEY,
+    )
+
+
+def test_fake_credentials_replace_the_shells_and_are_undone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from s3memory.testing import use_fake_aws_credentials
+
+    shell = {"AWS_PROFILE": "mine", "AWS_ENDPOINT_URL": "https://example.invalid", "AWS_ACCESS_KEY_ID": "AKIAREAL"}
+    for name, value in shell.items():
+        monkeypatch.setenv(name, value)
+    with pytest.MonkeyPatch.context() as patch:
+        use_fake_aws_credentials(patch)
+        assert "AWS_PROFILE" not in os.environ and "AWS_ENDPOINT_URL" not in os.environ
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
+        assert os.environ["AWS_EC2_METADATA_DISABLED"] == "true"
+    assert {name: os.environ.get(name) for name in shell} == shell
+
+
+def test_a_store_contract_subclass_names_only_known_capabilities() -> None:
+    with pytest.raises(TypeError, match="unknown capabilities \\['copy_if_mtach'\\]"):
+
+        class TestTypo(ObjectStoreContract):
+            lacks = {"copy_if_mtach": "a typo"}  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="must map capability names to reasons"):
+
+        class TestSet(ObjectStoreContract):
+            lacks = frozenset({"copy_if_match"})  # type: ignore[assignment]
+
+
+USER_STORE_TESTS = """
+import pytest
+
+from s3memory.stores import DelegatingStore, InMemoryStore
+from s3memory.testing import ObjectStoreContract
+
+
+class CarelessStore(InMemoryStore):
+    \"\"\"Ignores If-None-Match, on put and on copy.\"\"\"
+
+    def put(self, key, body, metadata, *, if_none_match=False, if_match=None, tags=None):
+        return super().put(key, body, metadata, if_match=if_match, tags=tags)
+
+    def copy(self, source, destination, *, metadata, if_match=None, if_none_match=False):
+        return super().copy(source, destination, metadata=metadata, if_match=if_match)
+
+
+class TestMine(ObjectStoreContract):
+    @pytest.fixture
+    def store(self):
+        return DelegatingStore(InMemoryStore())
+
+
+class TestCareless(ObjectStoreContract):
+    lacks = {"copy_if_none_match": "declared"}
+
+    @pytest.fixture
+    def store(self):
+        return CarelessStore()
+"""
+
+
+def test_a_users_store_runs_the_contract(tmp_path: Path) -> None:
+    """Subclassing runs every test on the user's store; the base class is never collected;
+    what is declared lacking is an expected failure, what is not is caught."""
+    (tmp_path / "test_user_store.py").write_text(USER_STORE_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:randomly", "test_user_store.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    outcomes: dict[str, dict[str, str]] = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("test_user_store.py::"):
+            test, outcome = line.split()[:2]
+            _, cls, name = test.split("::")
+            outcomes.setdefault(cls, {})[name] = outcome
+    contract = sorted(name for name in dir(ObjectStoreContract) if name.startswith("test_"))
+    assert sorted(outcomes) == ["TestCareless", "TestMine"]
+    for cls in outcomes:  # every test, on each subclass (the parametrized one five times)
+        assert sorted({name.split("[")[0] for name in outcomes[cls]}) == contract
+    assert set(outcomes["TestMine"].values()) == {"PASSED"}
+    assert {name: outcome for name, outcome in outcomes["TestCareless"].items() if outcome != "PASSED"} == {
+        "test_put_if_none_match_refuses_existing": "FAILED",
+        "test_copy_if_none_match_never_overwrites": "XFAIL",
+    }
