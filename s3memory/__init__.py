@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._config import Settings
-from ._envelope import binding_context
+from ._envelope import WrappedKey, binding_context
 from ._errors import (
     BucketNotFoundError,
     ConfigurationError,
@@ -33,10 +33,18 @@ from ._errors import (
 )
 from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import MemoryOptions, open_memory
-from ._guard import Detector, SecretGuard, SensitiveDataError
+from ._guard import Detector, Finding, SecretGuard, SensitiveDataError
 from ._identity import user_id_for_subject
-from ._keydocs import KeyCache, generate_master_key
-from ._lifecycle import ErasureReport, RotationReport, erase_tenant, rewrap_tenant_key, rotate_tenant_key
+from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
+from ._keys import Keyring
+from ._lifecycle import (
+    ErasureReport,
+    MasterRewrapReport,
+    RotationReport,
+    erase_tenant,
+    rewrap_tenant_key,
+    rotate_tenant_key,
+)
 from ._memory import EncryptedMemory, FileEntry, Limits, format_size
 from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant
 from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
@@ -58,15 +66,21 @@ __all__ = [
     "ErasureReport",
     "ExpiryReport",
     "FileEntry",
+    "Finding",
     "ForeignObjectError",
     "InMemoryStore",
     "IntegrityError",
     "InvalidCommandError",
     "InvalidPathError",
     "KeyCache",
+    "Keyring",
+    "KmsMasterKey",
     "LimitExceededError",
     "Limits",
     "LocalDirStore",
+    "LocalMasterKey",
+    "MasterKey",
+    "MasterRewrapReport",
     "MemoryOptions",
     "MemoryPath",
     "NotADirectoryConflict",
@@ -88,6 +102,8 @@ __all__ = [
     "StorageUnavailableError",
     "TenantKeyError",
     "TenantLayout",
+    "WrappedKey",
+    "WrappedKey",
     "assume_role_request",
     "binding_context",
     "deployment_documents",

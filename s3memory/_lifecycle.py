@@ -472,7 +472,7 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
     """Re-wrap the user's key documents (tenant key, names key) under ``new_master``.
 
     ``new_master``: 32 random bytes (a local master key) or a ``MasterKey``
-    (``s3memory._keydocs.KmsMasterKey(kms_client, key_id)``). Nothing but the documents
+    (``s3memory.KmsMasterKey(kms_client, key_id)``). Nothing but the documents
     changes. Afterwards open the memory with the new master key; processes that still use
     the old one keep working until their cached keys expire, then fail with a clear error.
     Resumable: documents already under the new master key are left as they are.

@@ -27,15 +27,21 @@ EXPORTED = frozenset(
         "ErasureReport",
         "ExpiryReport",
         "FileEntry",
+        "Finding",
         "ForeignObjectError",
         "InMemoryStore",
         "IntegrityError",
         "InvalidCommandError",
         "InvalidPathError",
         "KeyCache",
+        "Keyring",
+        "KmsMasterKey",
         "LimitExceededError",
         "Limits",
         "LocalDirStore",
+        "LocalMasterKey",
+        "MasterKey",
+        "MasterRewrapReport",
         "MemoryOptions",
         "MemoryPath",
         "NotADirectoryConflict",
@@ -73,6 +79,7 @@ EXPORTED = frozenset(
         "rotate_tenant_key",
         "user_id_for_subject",
         "validate_tenant",
+        "WrappedKey",
     }
 )
 
@@ -160,3 +167,43 @@ def test_every_exported_error_is_in_the_drawn_tree() -> None:
 def test_errors_are_the_builtins_a_caller_would_catch(error: str, builtin: type[BaseException]) -> None:
     assert issubclass(getattr(s3memory, error), builtin)
     assert issubclass(getattr(s3memory, error), s3memory.S3MemoryError)
+
+
+def _s3memory_classes_in(annotation: object) -> set[type]:
+    """The classes of s3memory that an annotation names, however nested (X | None, list[X])."""
+    found: set[type] = set()
+    if isinstance(annotation, type) and annotation.__module__.startswith("s3memory"):
+        found.add(annotation)
+    for argument in getattr(annotation, "__args__", ()) or ():
+        found |= _s3memory_classes_in(argument)
+    return found
+
+
+def test_public_signatures_name_only_exported_types() -> None:
+    """A user can name every type a public function takes or returns (a private module's
+    class in a public signature sends users into private modules)."""
+    import typing
+
+    import s3memory.stores
+
+    exported = {getattr(s3memory, name) for name in EXPORTED}
+    exported |= {getattr(s3memory.stores, name) for name in s3memory.stores.__all__}  # the public subpackage
+    callables: list[object] = []
+    for name in sorted(EXPORTED):
+        value = getattr(s3memory, name)
+        if inspect.isfunction(value):
+            callables.append(value)
+        elif inspect.isclass(value) and not issubclass(value, BaseException):
+            callables.append(value.__init__)
+            public = [m for n, m in vars(value).items() if inspect.isfunction(m) and not n.startswith("_")]
+            callables.extend(public)
+    missing: dict[str, set[str]] = {}
+    for function in callables:
+        try:
+            hints = typing.get_type_hints(function)
+        except NameError:  # an annotation under TYPE_CHECKING only: nothing a user could name either
+            continue
+        for hint in hints.values():
+            for cls in _s3memory_classes_in(hint) - exported:
+                missing.setdefault(cls.__qualname__, set()).add(getattr(function, "__qualname__", "?"))
+    assert not missing, missing
