@@ -103,7 +103,6 @@ __all__ = [
     "TenantKeyError",
     "TenantLayout",
     "WrappedKey",
-    "WrappedKey",
     "assume_role_request",
     "binding_context",
     "deployment_documents",
