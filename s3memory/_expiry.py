@@ -18,8 +18,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from ._access import ACCESS_MARKERS, access_marker_key
 from ._errors import ConfigurationError, PreconditionFailedError
-from ._memory import ACCESS_MARKERS, EncryptedMemory, _plaintext_size, access_marker_key
+from ._files import plaintext_size
+from ._memory import EncryptedMemory
 
 log = logging.getLogger("s3memory")
 
@@ -55,10 +57,11 @@ def expire_memories(
     cutoff = (time.time() if now is None else now) - older_than_days * SECONDS_PER_DAY
     layout, store = memory.layout, memory.store
     markers_prefix = layout.internal_prefix + ACCESS_MARKERS
-    files, markers = memory._parallel(
-        lambda: list(store.list(layout.memory_prefix)),
-        lambda: {info.key: info for info in store.list(markers_prefix)},
-    )
+    rt = memory.files.round_trip()
+    listed_files = rt.submit(lambda: list(store.list(layout.memory_prefix)))
+    listed_markers = rt.submit(lambda: {info.key: info for info in store.list(markers_prefix)})
+    rt.wait()
+    files, markers = listed_files.result(), listed_markers.result()
     report = ExpiryReport()
     etags: dict[str, str] = {}  # object key -> ETag listed
     keys: dict[str, str] = {}  # path -> object key
@@ -71,7 +74,7 @@ def expire_memories(
         last_access = max(info.last_modified, read)
         if path is None or last_access >= cutoff:
             continue
-        report.stale.append(StaleMemory(path.display, _plaintext_size(info), last_access))
+        report.stale.append(StaleMemory(path.display, plaintext_size(info), last_access))
         etags[info.key] = info.etag
         keys[path.display] = info.key
     report.stale.sort()

@@ -43,6 +43,7 @@ import hashlib
 import re
 from typing import Any
 
+from ._access import ACCESS_MARKER_TAGS
 from ._envelope import (
     CONTEXT_PATH,
     CONTEXT_PREFIX,
@@ -53,7 +54,6 @@ from ._envelope import (
 )
 from ._errors import ConfigurationError
 from ._keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE, NAMES_KEY, TENANT_KEY
-from ._memory import ACCESS_MARKER_TAGS
 from ._paths import MAX_TENANT_LENGTH, RESERVED_SEGMENT, validate_prefix, validate_tenant
 
 POLICY_VERSION = "2012-10-17"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from s3memory import EncryptedMemory, LimitExceededError, Limits
+from s3memory._access import ACCESS_MARKERS, AccessLog
 from s3memory._expiry import SECONDS_PER_DAY, expire_memories
-from s3memory._memory import ACCESS_MARKERS
 from s3memory.stores import InMemoryStore, ObjectStore
 
 MakeMemory = Callable[..., EncryptedMemory]
@@ -146,15 +146,14 @@ def open_tracked(store: ObjectStore, **options: Any) -> EncryptedMemory:
 
     from s3memory import KeyCache, open_memory
 
-    return open_memory(
+    memory = open_memory(
         user_id="ada", store=store, master_key=MASTER_KEY, key_cache=KeyCache(), track_access=True, **options
     )
+    memory.access_log = AccessLog()  # this memory's own log: no state shared with other tests
+    return memory
 
 
-def test_a_read_is_recorded_once_a_day_per_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3memory import _memory
-
-    monkeypatch.setattr(_memory, "_ACCESS_NOTED", _memory._AccessLog())
+def test_a_read_is_recorded_once_a_day_per_file() -> None:
     store = CountingStore()
     memory = open_tracked(store)
     memory.create("/memories/a.md", "a")
@@ -182,10 +181,8 @@ def test_without_tracking_a_read_writes_nothing(make_memory: MakeMemory) -> None
     assert store.puts == []
 
 
-def test_a_failing_marker_never_fails_the_read(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
-    from s3memory import StorageAccessDeniedError, _memory
-
-    monkeypatch.setattr(_memory, "_ACCESS_NOTED", _memory._AccessLog())
+def test_a_failing_marker_never_fails_the_read(caplog: Any) -> None:
+    from s3memory import StorageAccessDeniedError
 
     class RefusingMarkers(InMemoryStore):
         def put(self, key: str, body: bytes, metadata: Any, **kwargs: Any) -> str:
@@ -199,10 +196,7 @@ def test_a_failing_marker_never_fails_the_read(monkeypatch: pytest.MonkeyPatch, 
     assert "could not record an access" in caplog.text
 
 
-def test_expiry_finds_deletes_and_keeps_what_was_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3memory import _memory
-
-    monkeypatch.setattr(_memory, "_ACCESS_NOTED", _memory._AccessLog())
+def test_expiry_finds_deletes_and_keeps_what_was_used() -> None:
     store = InMemoryStore()
     memory = open_tracked(store)
     for name in ("read.md", "unread.md", "d/unread2.md"):
@@ -232,9 +226,6 @@ def test_expiry_finds_deletes_and_keeps_what_was_used(monkeypatch: pytest.Monkey
 
 
 def test_expiry_keeps_files_written_after_the_listing_and_drops_orphan_markers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3memory import _memory
-
-    monkeypatch.setattr(_memory, "_ACCESS_NOTED", _memory._AccessLog())
     store = InMemoryStore()
     memory = open_tracked(store)
     memory.create("/memories/a.md", "a")
@@ -327,17 +318,11 @@ def test_the_model_gets_a_tool_error_naming_the_kind(s3memory_tool: Any) -> None
     assert "AWS access key" in str(refused.value) and AWS_KEY not in str(refused.value)
 
 
-def test_access_markers_are_tagged_for_the_lifecycle_rule(s3_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_access_markers_are_tagged_for_the_lifecycle_rule(s3_client: Any) -> None:
     """The bucket lifecycle rule `s3memory policy` emits expires markers by their tag."""
-    from conftest import BUCKET
+    from conftest import BUCKET, MASTER_KEY
 
-    from s3memory import lifecycle_configuration, open_memory
-    from s3memory._memory import _AccessLog
-
-    monkeypatch.setattr("s3memory._memory._ACCESS_NOTED", _AccessLog())
-    from conftest import MASTER_KEY
-
-    from s3memory import KeyCache
+    from s3memory import KeyCache, lifecycle_configuration, open_memory
 
     memory = open_memory(
         user_id="ada",
@@ -347,6 +332,7 @@ def test_access_markers_are_tagged_for_the_lifecycle_rule(s3_client: Any, monkey
         key_cache=KeyCache(),
         track_access=True,
     )
+    memory.access_log = AccessLog()
     memory.create("/memories/a.md", "a")
     memory.view("/memories/a.md")
     (marker,) = [o["Key"] for o in s3_client.list_objects_v2(Bucket=BUCKET, Prefix="ada/.s3memory/access/")["Contents"]]

@@ -550,7 +550,7 @@ def test_a_memory_written_with_encrypted_names_is_refused_without_them() -> None
     """The other way round from the loader's refusal: opened without encrypt_names, a memory
     written with them said nothing, listed sealed names and failed every read."""
     from s3memory import ConfigurationError, InMemoryStore, KeyCache, generate_master_key, open_memory
-    from s3memory._memory import ENCRYPTED_NAMES_EXPECTED
+    from s3memory._files import ENCRYPTED_NAMES_EXPECTED
 
     store, key = InMemoryStore(), generate_master_key()
     sealed = open_memory(user_id="alice", store=store, master_key=key, encrypt_names=True, key_cache=KeyCache())

@@ -84,10 +84,10 @@ from s3memory import (
     rotate_tenant_key,
 )
 from s3memory import _envelope as envelope
+from s3memory._access import access_marker_key
 from s3memory._keydocs import NAMES_KEY as NAMES_KEY_OBJECT
 from s3memory._keydocs import LocalMasterKey, key_document_context
 from s3memory._keys import TenantKeyring, TenantKeys
-from s3memory._memory import access_marker_key
 from s3memory.stores import StoredObject
 from s3memory.stores._delegating import DelegatingStore
 

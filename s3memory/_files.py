@@ -1,0 +1,288 @@
+"""Sealed files of one tenant: bind, encode, read and open, list; and typed round trips.
+
+:class:`SealedFiles` is what both the commands (``_memory``) and the rename protocol
+(``_rename``) need below the memory tool's rules: the store, the layout and the keyring of
+one tenant, what a file is bound to, how a stored file is fetched (bounded) and opened (one
+opaque integrity error), and which files lie below a directory. It knows no command.
+
+:class:`RoundTrip` issues independent requests concurrently, as one round trip, and keeps
+their types: ``head = rt.submit(store.head, key)``, then ``rt.wait()``, then
+``head.result()``. A round trip of one request runs it on the calling thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from . import _envelope as envelope
+from ._errors import (
+    ConfigurationError,
+    ForeignObjectError,
+    IntegrityError,
+    InvalidCommandError,
+    LimitExceededError,
+    ObjectTooLargeError,
+    PathNotFoundError,
+    TenantKeyError,
+)
+from ._keydocs import NAMES_KEY, process_key_cache
+from ._keys import Keyring
+from ._names import looks_sealed
+from ._paths import MemoryPath, TenantLayout
+from .stores import ObjectInfo, ObjectStore, StoredObject
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+ENCRYPTED_NAMES_EXPECTED = (
+    "Error: This memory was written with encrypted names, so its files cannot be listed or read without "
+    "them: open it with encrypt_names=True (the CLI's --encrypt-names, S3MEMORY_ENCRYPT_NAMES=1)."
+)
+
+
+def plaintext_size(info: ObjectInfo) -> int:
+    """A stored file's plaintext size: a V3 body is the plaintext plus a 16-byte GCM tag."""
+    return max(0, info.size - envelope.TAG_BYTES)
+
+
+# -- round trips ---------------------------------------------------------------------------
+class Pending(Generic[T]):
+    """The result of one request of a :class:`RoundTrip`, readable once the round trip is over."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self._call = call
+        self._future: Future[T] | None = None
+
+    def result(self) -> T:
+        """The request's result (or its exception, raised)."""
+        if self._future is None:
+            raise RuntimeError("a round trip's result was read before its wait()")
+        return self._future.result()
+
+
+class RoundTrip:
+    """Requests submitted together and sent concurrently by :meth:`wait`."""
+
+    def __init__(self, pool: Callable[[], ThreadPoolExecutor]) -> None:
+        self._pool = pool
+        self._pending: list[Pending[Any]] = []
+        self._waited = False
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Pending[T]:
+        """Add ``fn(*args, **kwargs)`` to this round trip; it runs at :meth:`wait`."""
+        if self._waited:
+            raise RuntimeError("a round trip cannot take requests after its wait()")
+        pending = Pending(functools.partial(fn, *args, **kwargs))
+        self._pending.append(pending)
+        return pending
+
+    def wait(self) -> None:
+        """Run every request; raise the first error (in submission order) after all finish."""
+        self._waited = True
+        if len(self._pending) == 1:  # no thread for a lone request
+            (only,) = self._pending
+            done: Future[Any] = Future()
+            done.set_result(only._call())  # an error propagates from here, as from the call
+            only._future = done
+            return
+        pool = self._pool()
+        for pending in self._pending:
+            pending._future = pool.submit(pending._call)
+        wait([p._future for p in self._pending if p._future is not None])
+        for pending in self._pending:
+            pending.result()
+
+
+@dataclass
+class TextFile:
+    """A decrypted file, with the ETag an edit writes it back against."""
+
+    text: str
+    etag: str
+
+
+class SealedFiles:
+    """The encrypted files of one tenant in one store (see the module docstring).
+
+    ``max_file_bytes`` bounds what is written and what is read (a larger stored object is
+    refused, not read into memory); ``max_workers`` bounds the requests of one round trip.
+    """
+
+    def __init__(
+        self, store: ObjectStore, layout: TenantLayout, keyring: Keyring, *, max_file_bytes: int, max_workers: int
+    ) -> None:
+        self.store = store
+        self.layout = layout
+        self.keyring = keyring
+        self.max_file_bytes = max_file_bytes
+        self.max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    # -- plumbing ------------------------------------------------------------------------
+    def round_trip(self) -> RoundTrip:
+        """A new round trip over this tenant's worker threads."""
+        return RoundTrip(self._executor)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="s3memory")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker threads (they are also stopped at interpreter exit)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # -- binding -------------------------------------------------------------------------
+    def path_name(self, shown: str) -> str:
+        """What binding contexts hash for a path: the path itself, or with encrypted names a
+        keyed tag of it (an unkeyed hash in the metadata would confirm guessed names)."""
+        return shown if self.layout.names is None else self.layout.names.path_tag(shown)
+
+    def binding(self, path: MemoryPath) -> dict[str, str]:
+        """What a file written now at ``path`` is bound to (binding version 2)."""
+        return self.binding_of_name(path.display)
+
+    def binding_of_name(self, name: str, *, legacy: bool = False) -> dict[str, str]:
+        prefix = None if legacy else self.layout.prefix
+        return envelope.binding_context(self.layout.tenant, self.path_name(name), prefix=prefix)
+
+    def stored_binding(self, name: str, header: envelope.EnvelopeHeader) -> dict[str, str]:
+        """What a stored object at ``name`` must be bound to, by the version its header
+        claims: an object written before deployments were bound (s3memory 0.1) is still read."""
+        return self.binding_of_name(name, legacy=envelope.is_unbound_legacy(header.wrapped_key.context))
+
+    # -- encode and open -----------------------------------------------------------------
+    def encode(self, text: str, shown_path: str) -> bytes:
+        """``text`` as UTF-8, refused over ``max_file_bytes``."""
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidCommandError("Error: The text is not valid Unicode (it has lone surrogates)") from None
+        if len(data) > self.max_file_bytes:
+            raise LimitExceededError(
+                f"Error: File {shown_path} would be {len(data):,} bytes, over the limit of "
+                f"{self.max_file_bytes:,} bytes. Nothing was written; keep memory files "
+                "small and split large content across several files."
+            )
+        return data
+
+    def decrypt(self, name: str, shown_path: str, body: bytes, metadata: Mapping[str, str]) -> bytes:
+        """Open an object stored for ``name`` (a path's display form, or an internal record's name)."""
+        try:
+            header = envelope.parse_header(metadata)
+            data_key = self.keyring.unwrap(header.wrapped_key, self.stored_binding(name, header))
+            return envelope.open_body(body, data_key, header)
+        except ForeignObjectError:
+            raise ForeignObjectError(
+                f"Error: The file {shown_path} was not written by s3memory (it is not encrypted) and cannot be read."
+            ) from None
+        except TenantKeyError:
+            raise  # says what is wrong with the tenant key, which is not about this file
+        except IntegrityError:
+            # Opened without encrypted names, a file written with them fails its binding.
+            self.check_names_choice()
+            # Whatever failed (commitment, tag, context, KMS refusing the key): one message.
+            raise IntegrityError(
+                f"Error: The file {shown_path} failed its integrity check and cannot be read "
+                "(it was modified, truncated, moved, or not written for this user)."
+            ) from None
+
+    # -- reading -------------------------------------------------------------------------
+    def fetch(self, rt: RoundTrip, path: MemoryPath, shown_path: str) -> Pending[StoredObject | None]:
+        """Submit the GET of a file (not the root) to ``rt``, and on a cold process the
+        tenant key's fetch alongside it."""
+        stored = rt.submit(self._get_file, self.layout.key_for(path), shown_path)
+        if not self.keyring.is_warm():
+            rt.submit(self.keyring.prepare)
+        return stored
+
+    def opened(self, path: MemoryPath, shown_path: str, stored: StoredObject | None) -> TextFile | None:
+        """The text of a file fetched by :meth:`fetch`, or None if there was none."""
+        if stored is None:
+            return None
+        plaintext = self.decrypt(path.display, shown_path, stored.body, stored.metadata)
+        try:
+            text = plaintext.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidCommandError(f"Error: The file {shown_path} is not UTF-8 text and cannot be shown.") from None
+        return TextFile(text, stored.etag)
+
+    def read(self, path: MemoryPath, shown_path: str) -> TextFile | None:
+        """Fetch and decrypt a file, in one round trip; None if there is none (or it is the root)."""
+        if path.is_root:
+            return None
+        rt = self.round_trip()
+        stored = self.fetch(rt, path, shown_path)
+        rt.wait()
+        return self.opened(path, shown_path, stored.result())
+
+    def _get_file(self, key: str, shown_path: str) -> StoredObject | None:
+        # Bounded: a planted multi-gigabyte object is refused, not read into memory.
+        try:
+            return self.store.get(key, max_bytes=self.max_file_bytes + envelope.TAG_BYTES)
+        except ObjectTooLargeError as exc:
+            size = "" if exc.size is None else f" ({exc.size - envelope.TAG_BYTES:,} bytes)"
+            raise ObjectTooLargeError(
+                f"Error: The file {shown_path} is larger{size} than the limit of {self.max_file_bytes:,} "
+                "bytes and was not read (raise Limits.max_file_bytes to read it).",
+                size=exc.size,
+            ) from None
+
+    # -- listing -------------------------------------------------------------------------
+    def files_under(self, directory: MemoryPath) -> list[tuple[MemoryPath, ObjectInfo]]:
+        """Every valid file below ``directory``; keys no valid path maps to are skipped."""
+        found = []
+        sealed_looking = 0
+        for info in self.store.list(self.layout.dir_prefix(directory)):
+            path = self.layout.path_for_key(info.key)
+            if path is not None:
+                found.append((path, info))
+                sealed_looking += self.layout.names is None and looks_sealed(path.relative)
+        if found and sealed_looking == len(found):
+            self.check_names_choice()  # every name looks like a sealed one: written with encrypted names?
+        return found
+
+    def listed(self, directory: MemoryPath) -> list[ObjectInfo]:
+        """Every object below ``directory`` (keys no valid path maps to included)."""
+        return list(self.store.list(self.layout.dir_prefix(directory)))
+
+    def has_objects_under(self, directory: MemoryPath) -> bool:
+        return any(True for _ in self.store.list(self.layout.dir_prefix(directory), limit=1))
+
+    def head_ancestors(self, rt: RoundTrip, path: MemoryPath) -> list[Pending[ObjectInfo | None]]:
+        """Submit to ``rt`` a HEAD of each ancestor of ``path`` (a file there is a conflict)."""
+        return [rt.submit(self.store.head, self.layout.key_for(a)) for a in path.ancestors()]
+
+    # -- what is missing -----------------------------------------------------------------
+    def not_found(self, message: str) -> PathNotFoundError:
+        """The error for a missing path; but a memory opened without the encrypted names it
+        was written with misses every path, and that is the error to report."""
+        self.check_names_choice()
+        return PathNotFoundError(message)
+
+    def check_names_choice(self) -> None:
+        """Refuse, with the fix, to use without encrypted names a memory written with them
+        (its tenant has a names key): its files would show as sealed names, fail every read,
+        and new files would be invisible to the memory opened as it should be. One HEAD per key
+        cache lifetime and tenant; the other way round, the names key loader refuses."""
+        if self.layout.names is not None:
+            return
+        # Remembered in the key cache, as long as a key would be (15 minutes by default).
+        cache = self.keyring.key_cache or process_key_cache()
+        names_key = self.layout.internal_prefix + NAMES_KEY
+        marker = ("no names key", self.store.identity, names_key)
+        if cache.get(marker):
+            return
+        if self.store.head(names_key) is not None:
+            raise ConfigurationError(ENCRYPTED_NAMES_EXPECTED)
+        cache.put(marker, True)

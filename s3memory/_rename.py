@@ -1,0 +1,370 @@
+"""The rename protocol: copy-then-delete, with an encrypted intent record to resume by.
+
+``EncryptedMemory.rename`` parses the paths and delegates to :func:`rename`. The protocol,
+in round trips:
+
+1. Concurrently: HEAD and LIST of the old path, HEAD and LIST of the new path, the HEADs of
+   the new path's ancestors, and a GET of the intent record of this very rename (left by an
+   attempt that failed part-way). The checks: the source exists; nothing is at the
+   destination but our own copies (:func:`only_our_copies`); no ancestor of the new path is
+   a file; no target path would be too long (:func:`plan_moves`).
+2. Unless resuming: the intent record, PUT with ``If-None-Match: *``. It lists the ETags of
+   the files being moved, sealed for a name no memory path can have.
+3. Every copy, concurrently: server-side, ``If-Match`` the source's ETag and ``If-None-Match:
+   *`` on the target, the data key re-wrapped for the new path (:func:`copy_rewrapped`).
+4. One DeleteObjects: the sources, each only if unchanged since its copy, and the record.
+
+A failure part-way leaves each file at its old path, its new path or both, and the record;
+issuing the rename again finds the record and finishes the job. ``tests/test_stateful.py``
+models the protocol; ``tests/test_vectors.py`` freezes the record's key and format.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from . import _envelope as envelope
+from ._errors import (
+    ForeignObjectError,
+    IntegrityError,
+    InvalidCommandError,
+    InvalidPathError,
+    NotADirectoryConflict,
+    ObjectTooLargeError,
+    PathExistsError,
+    PreconditionFailedError,
+)
+from ._files import SealedFiles
+from ._paths import MAX_S3_KEY_BYTES, MemoryPath
+from .stores import ObjectInfo
+
+T = TypeVar("T")
+
+log = logging.getLogger("s3memory")
+
+# Internal records are sealed for names no memory path can have (every memory path starts
+# with /memories), so a memory file moved onto a record's key never opens as a record.
+INTERNAL_RECORD_NAME = "s3memory-internal:"
+MAX_INTENT_BYTES = 16 * 1024 * 1024  # a rename's record lists one ETag per file moved
+RUNNING_ELSEWHERE = "Error: The same rename is already running elsewhere; try again in a moment."
+
+Intent = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Move:
+    """One copy of a rename. ``source``/``target`` are None for keys no valid path maps to."""
+
+    source_key: str
+    target_key: str
+    source: MemoryPath | None
+    target: MemoryPath | None
+    head: ObjectInfo | None
+
+
+def _bare(etag: str) -> str:
+    """An ETag without its quotes (radosgw returns copy ETags unquoted)."""
+    return etag.strip('"')
+
+
+# -- the intent record ---------------------------------------------------------------------
+def intent_key(files: SealedFiles, old: MemoryPath, new: MemoryPath) -> str:
+    """Where the record of a rename of ``old`` to ``new`` lives: under the tenant's internal
+    prefix, named by a hash of both paths (keyed, with encrypted names)."""
+    tag = hashlib.sha256(files.path_name(f"{old.display}\n{new.display}").encode()).hexdigest()
+    return f"{files.layout.internal_prefix}intents/rename-{tag[:40]}"
+
+
+def intent_name(key: str) -> str:
+    """The name an intent record is sealed for: not a memory path, so no file the model
+    writes (``/memories/.s3memory/rename-...`` included) opens as a record when moved here."""
+    return INTERNAL_RECORD_NAME + "intents/" + key.rsplit("/", 1)[1]
+
+
+def write_intent(files: SealedFiles, key: str, record: Intent) -> None:
+    """Seal and PUT ``record`` at ``key``, only if nothing is there."""
+    data_key, wrapped = files.keyring.generate(files.binding_of_name(intent_name(key)))
+    body, metadata = envelope.seal(json.dumps({"v": 1, **record}).encode(), data_key, wrapped)
+    try:
+        files.store.put(key, body, metadata, if_none_match=True)
+    except PreconditionFailedError:
+        raise PreconditionFailedError(RUNNING_ELSEWHERE) from None
+
+
+def read_intent(files: SealedFiles, key: str) -> tuple[Intent | None, str | None]:
+    """(the record of an unfinished rename, None), or (None, the ETag of an object at the
+    record's key that is no record), or (None, None). An unreadable object (sealed by an
+    older version, tampered with, planted) grants nothing: the rename behaves as if
+    fresh, and replaces it."""
+    try:
+        stored = files.store.get(key, max_bytes=MAX_INTENT_BYTES)
+    except ObjectTooLargeError:
+        head = files.store.head(key)
+        return None, None if head is None else head.etag
+    if stored is None:
+        return None, None
+    try:
+        plaintext = files.decrypt(intent_name(key), key, stored.body, stored.metadata)
+        record = json.loads(plaintext)
+    except (IntegrityError, ForeignObjectError, ValueError, RecursionError):
+        return None, stored.etag
+    if isinstance(record, dict) and isinstance(record.get("etags"), list):
+        return record, None
+    return None, stored.etag
+
+
+def remove_stale_intent(files: SealedFiles, key: str, etag: str) -> None:
+    """Delete the object at a record's key that is no record, only if it is still that one."""
+    try:
+        files.store.delete([key], if_match={key: etag})
+    except PreconditionFailedError:
+        raise PreconditionFailedError(RUNNING_ELSEWHERE) from None
+
+
+# -- the resume rules ----------------------------------------------------------------------
+def only_our_copies(
+    intent: Intent | None,
+    old_head: ObjectInfo | None,
+    old_under: Sequence[ObjectInfo],
+    new_head: ObjectInfo | None,
+    new_under: Sequence[ObjectInfo],
+) -> bool:
+    """Whether everything at the destination is our own copy, in the shape this rename makes.
+
+    Our own copies are the only thing allowed at the destination: none on a fresh rename
+    (``intent`` None), so any object there is refused; when resuming, copies of the files the
+    record lists (``intent["etags"]``) or of the sources as they are now (a copy keeps its
+    source's ETag).
+
+    And in the shape this rename makes: a file where a file goes (a file is moved: nothing
+    below the new path), files below the new path where a directory goes (a directory is
+    moved: no file at the new path itself). A copy left by an abandoned attempt at moving a
+    directory must not end up below a file, nor the other way round.
+
+    True when the destination is empty (and the shape holds, trivially).
+    """
+    at_destination = [*new_under, *([new_head] if new_head is not None else [])]
+    ours: set[str] = set()
+    if intent is not None:  # copies of the recorded versions, or of the sources as they are now
+        ours = {_bare(etag) for etag in intent.get("etags", [])}
+        ours |= {_bare(info.etag) for info in ([old_head] if old_head is not None else []) + list(old_under)}
+    if not all(_bare(info.etag) in ours for info in at_destination):
+        return False
+    return not ((old_head is not None and new_under) or (old_head is None and new_head is not None))
+
+
+# -- the plan and the copies ---------------------------------------------------------------
+def plan_moves(
+    files: SealedFiles,
+    old: MemoryPath,
+    new: MemoryPath,
+    old_head: ObjectInfo | None,
+    old_under: Sequence[ObjectInfo],
+    *,
+    max_path_bytes: int,
+    shown: tuple[str, str],
+) -> list[Move]:
+    """Every copy a rename makes; fails before any write if a target path would be too long.
+
+    ``shown`` is (old path, new path) as the model wrote them, for the error.
+    """
+    layout = files.layout
+    moves = []
+    if old_head is not None:
+        moves.append(Move(layout.key_for(old), layout.key_for(new), old, new, old_head))
+    old_prefix, new_prefix = layout.dir_prefix(old), layout.dir_prefix(new)
+    for info in old_under:
+        suffix = info.key[len(old_prefix) :]
+        source_path = layout.path_for_key(info.key)
+        target_path = None
+        if source_path is not None:
+            target_path = new.child(source_path.relative[len(old.relative) + 1 :])
+            too_long = len(target_path.relative.encode("utf-8")) > max_path_bytes
+            if too_long or len(layout.key_for_unchecked(target_path).encode("utf-8")) > MAX_S3_KEY_BYTES:
+                raise InvalidPathError(
+                    f"Error: Cannot rename {shown[0]} to {shown[1]}: {target_path.display} would be "
+                    "too long. Nothing was changed."
+                )
+        # The layout's key, not new_prefix + suffix: with encrypted names a key's segments
+        # depend on their parent path, so every key below a renamed directory changes.
+        target_key = new_prefix + suffix if target_path is None else layout.key_for_unchecked(target_path)
+        moves.append(Move(info.key, target_key, source_path, target_path, None))
+    return moves
+
+
+def rewrapped_metadata(
+    files: SealedFiles, info: ObjectInfo, source: MemoryPath, target: MemoryPath
+) -> Mapping[str, str]:
+    """``info``'s metadata with its data key re-wrapped for ``target`` (the body, sealed under
+    that data key, is copied as is); unchanged if the object cannot be opened here, so a move
+    never loses it."""
+    try:
+        header = envelope.parse_header(info.metadata)
+        data_key = files.keyring.unwrap(header.wrapped_key, files.stored_binding(source.display, header))
+        rewrapped = files.keyring.wrap(data_key, files.binding(target))
+        return envelope.metadata_for(rewrapped, header.message_id, header.commitment)
+    except (IntegrityError, ForeignObjectError):
+        return info.metadata
+
+
+def copy_rewrapped(files: SealedFiles, move: Move, target_is_ours: bool) -> tuple[str, str | None]:
+    """Copy one source to its target; return (source key, the source ETag copied).
+
+    ``target_is_ours``: the target holds a copy made by an interrupted attempt at this
+    rename; it is kept if it is a copy of this very version, else replaced by it.
+    """
+    store = files.store
+    info = move.head or store.head(move.source_key)
+    if info is None:
+        return move.source_key, None  # deleted concurrently: nothing to move
+    if target_is_ours:
+        existing = store.head(move.target_key)
+        if existing is not None and _bare(existing.etag) == _bare(info.etag):
+            return move.source_key, info.etag
+    metadata = info.metadata
+    if move.source is not None and move.target is not None:
+        metadata = rewrapped_metadata(files, info, move.source, move.target)
+    store.copy(
+        move.source_key, move.target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_is_ours
+    )
+    return move.source_key, info.etag
+
+
+# -- the protocol --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Survey:
+    """What round trip 1 found: both sides, the record of an earlier attempt, the ancestors."""
+
+    old_head: ObjectInfo | None  # a file at the old path
+    old_under: list[ObjectInfo]  # objects below it
+    new_head: ObjectInfo | None
+    new_under: list[ObjectInfo]
+    intent: Intent | None  # the record of an unfinished attempt at this very rename
+    stale_intent: str | None  # the ETag of an object at the record's key that is no record
+    ancestor_heads: list[ObjectInfo | None]  # of the new path's ancestors, nearest last
+
+    @property
+    def sources(self) -> list[ObjectInfo]:
+        return ([self.old_head] if self.old_head is not None else []) + self.old_under
+
+    @property
+    def at_destination(self) -> list[ObjectInfo]:
+        return self.new_under + ([self.new_head] if self.new_head is not None else [])
+
+
+def survey(files: SealedFiles, old: MemoryPath, new: MemoryPath, record_key: str) -> Survey:
+    """Round trip 1, concurrently: both sides, the new path's ancestors, and a record of an
+    unfinished earlier attempt at this very rename."""
+    store, layout = files.store, files.layout
+    rt = files.round_trip()
+    old_head, old_under = rt.submit(store.head, layout.key_for(old)), rt.submit(files.listed, old)
+    new_head, new_under = rt.submit(store.head, layout.key_for(new)), rt.submit(files.listed, new)
+    recorded = rt.submit(read_intent, files, record_key)
+    ancestor_heads = files.head_ancestors(rt, new)
+    rt.wait()
+    intent, stale_intent = recorded.result()
+    return Survey(
+        old_head.result(),
+        old_under.result(),
+        new_head.result(),
+        new_under.result(),
+        intent,
+        stale_intent,
+        [head.result() for head in ancestor_heads],
+    )
+
+
+def copy_all(
+    files: SealedFiles, moves: Sequence[Move], ours: set[str], progress: Callable[[int, int], None] | None
+) -> dict[str, str]:
+    """Round trip 3: every copy, concurrently; the source ETag copied, by source key (a source
+    deleted meanwhile is left out). ``ours``: target keys holding copies of an earlier attempt."""
+    copies = [functools.partial(copy_rewrapped, files, move, move.target_key in ours) for move in moves]
+    rt = files.round_trip()
+    copied = [rt.submit(copy) for copy in (_reporting(copies, progress) if progress is not None else copies)]
+    rt.wait()
+    return {source: etag for source, etag in (c.result() for c in copied) if etag is not None}
+
+
+def rename(
+    files: SealedFiles,
+    old: MemoryPath,
+    new: MemoryPath,
+    shown: tuple[str, str],
+    *,
+    max_path_bytes: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> str:
+    """Move ``old`` to ``new`` (see the module docstring); ``shown`` is (old path, new path) as
+    the model wrote them. Raises as ``EncryptedMemory.rename`` documents."""
+    old_path, new_path = shown
+    if old.is_root:
+        raise InvalidCommandError("Error: Cannot rename the /memories directory itself")
+    if new.is_root or new == old:
+        raise PathExistsError(f"Error: The destination {new_path} already exists")
+    if new.is_within(old):
+        raise InvalidCommandError(f"Error: Cannot move {old_path} into itself ({new_path})")
+    record_key = intent_key(files, old, new)
+    seen = survey(files, old, new, record_key)
+    only_ours = only_our_copies(seen.intent, seen.old_head, seen.old_under, seen.new_head, seen.new_under)
+    if not seen.sources:
+        if seen.stale_intent is not None:
+            remove_stale_intent(files, record_key, seen.stale_intent)
+        if seen.intent is not None:
+            files.store.delete([record_key])
+            if seen.at_destination and only_ours:  # finished earlier; only the record was left
+                return f"Successfully renamed {old_path} to {new_path}"
+        raise files.not_found(f"Error: The path {old_path} does not exist")
+    if not only_ours:
+        raise PathExistsError(f"Error: The destination {new_path} already exists")
+    for ancestor, head in zip(new.ancestors(), seen.ancestor_heads, strict=True):
+        if head is not None:
+            raise NotADirectoryConflict(
+                f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"
+            )
+    moves = plan_moves(files, old, new, seen.old_head, seen.old_under, max_path_bytes=max_path_bytes, shown=shown)
+
+    if seen.intent is None:  # round trip 2: the record, before anything is copied
+        if seen.stale_intent is not None:
+            remove_stale_intent(files, record_key, seen.stale_intent)
+        etags = sorted({_bare(info.etag) for info in seen.sources})
+        write_intent(files, record_key, {"op": "rename", "old": old.display, "new": new.display, "etags": etags})
+    try:
+        copied = copy_all(files, moves, {info.key for info in seen.at_destination}, progress)  # all ours, as checked
+    except PreconditionFailedError:
+        raise PreconditionFailedError(
+            f"Error: {old_path} or {new_path} changed while it was being renamed; nothing was lost. "
+            "Issue the same rename again to finish it."
+        ) from None
+    try:  # round trip 4: the sources (each only if unchanged since its copy) and, with them, the record
+        files.store.delete([*copied, record_key], if_match=copied)
+    except PreconditionFailedError:
+        raise PreconditionFailedError(
+            f"Error: Some files under {old_path} were edited while being renamed. Their newer versions "
+            f"were left at {old_path} and older copies are at {new_path}; nothing was lost."
+        ) from None
+    log.info("renamed: %d files moved%s", len(moves), " (an unfinished rename resumed)" if seen.intent else "")
+    return f"Successfully renamed {old_path} to {new_path}"
+
+
+def _reporting(calls: Sequence[Callable[[], T]], progress: Callable[[int, int], None]) -> list[Callable[[], T]]:
+    """``calls``, each reporting ``progress(done, total)`` when it returns."""
+    lock = threading.Lock()
+    done = 0
+
+    def reported(call: Callable[[], T]) -> T:
+        nonlocal done
+        result = call()
+        with lock:
+            done += 1
+            progress(done, len(calls))
+        return result
+
+    return [functools.partial(reported, call) for call in calls]
