@@ -160,6 +160,26 @@ def only_our_copies(
     return not ((old_head is not None and new_under) or (old_head is None and new_head is not None))
 
 
+def leftover_in_the_way(targets: set[str], at_destination: Sequence[ObjectInfo]) -> bool:
+    """Whether a copy left at the destination by an abandoned attempt, at a key this rename
+    does not write, is in the way of one it does: below a file it writes, or a file above one.
+
+    That happens when the source changed shape since the attempt (a directory became a file
+    of the same name). Resuming would leave a file and a directory of one name; refusing
+    (the destination exists) loses nothing, and the leftover can be looked at and deleted.
+    """
+    above_targets = {target[:index] for target in targets for index, char in enumerate(target) if char == "/"}
+    for info in at_destination:
+        if info.key in targets:
+            continue
+        if info.key in above_targets:
+            return True  # a file where this rename needs a directory
+        parts = info.key.split("/")
+        if any("/".join(parts[:n]) in targets for n in range(1, len(parts))):
+            return True  # below a file this rename writes
+    return False
+
+
 # -- the plan and the copies ---------------------------------------------------------------
 def plan_moves(
     files: SealedFiles,
@@ -330,6 +350,8 @@ def rename(
                 f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"
             )
     moves = plan_moves(files, old, new, seen.old_head, seen.old_under, max_path_bytes=max_path_bytes, shown=shown)
+    if seen.intent is not None and leftover_in_the_way({move.target_key for move in moves}, seen.at_destination):
+        raise PathExistsError(f"Error: The destination {new_path} already exists")
 
     if seen.intent is None:  # round trip 2: the record, before anything is copied
         if seen.stale_intent is not None:

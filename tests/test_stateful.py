@@ -382,6 +382,11 @@ def model_rename(
             return refused(NotADirectoryConflict, message, files, intents)
     sources = ([old] if old in files else []) + under(files, old)
     moves = tuple((s, new + s[len(old) :]) for s in sources)
+    targets = {t for _, t in moves}
+    leftovers = [p for p in at_destination if p not in targets]
+    if resuming and any(p.startswith(t + "/") or t.startswith(p + "/") for p in leftovers for t in targets):
+        # an abandoned attempt's copy in the way of this one's (the source changed shape since)
+        return refused(PathExistsError, f"Error: The destination {shown_new} already exists", files, intents)
     after = {p: t for p, t in files.items() if p not in sources}
     after.update({t: files[s] for s, t in moves})
     return ok(f"Successfully renamed {shown_old} to {shown_new}", after, intents - {pair}, moves=moves, ours=ours)
