@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._access import AccessLog
 from ._config import Settings
 from ._envelope import WrappedKey, binding_context
 from ._errors import (
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessLog",
     "AsyncS3MemoryTool",
     "BucketNotFoundError",
     "ConfigurationError",

@@ -5,7 +5,7 @@ the first read of a file per day and :class:`AccessLog` also PUTs an empty marke
 ``{tenant}/.s3memory/access/{sha256(key)[:32]}``, tagged :data:`ACCESS_MARKER_TAGS` so a
 bucket lifecycle rule can expire markers (``_policy``); ``_expiry`` reads them back.
 
-The log is injectable (``memory.access_log = AccessLog()``); by default every memory of the
+The log is injectable (``open_memory(..., access_log=AccessLog())``); by default every memory of the
 process shares :data:`PROCESS_ACCESS_LOG`, so a file costs one PUT a day per process however
 many memories are opened on it.
 """

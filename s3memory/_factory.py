@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal, TypedDict
 
+from ._access import AccessLog
 from ._errors import ConfigurationError
 from ._keydocs import NAMES_KEY, TENANT_KEY, KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
 from ._keys import Keyring, KmsKeyring, TenantKeyring
@@ -37,6 +38,7 @@ class MemoryOptions(TypedDict, total=False):
     sensitive_data: SensitiveDataPolicy | Callable[[str], str]
     track_access: bool
     timeout: float | None
+    access_log: AccessLog | None
 
 
 def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:
@@ -65,6 +67,7 @@ def open_memory(
     sensitive_data: SensitiveDataPolicy | Callable[[str], str] = "refuse",
     track_access: bool = False,
     timeout: float | None = None,
+    access_log: AccessLog | None = None,
 ) -> EncryptedMemory:
     """Build the memory of one user.
 
@@ -92,6 +95,8 @@ def open_memory(
             ``SecretGuard`` with your own detectors).
         track_access: record reads (one PUT per file per day and process, after a read that
             found the file) so that ``s3memory.expire_memories`` can find memories nobody reads.
+        access_log: where ``track_access`` notes the reads already recorded today (one marker
+            PUT per file per day); by default one log per process.
         timeout: seconds to connect and per read (5 by default), three attempts, for the S3
             and KMS clients s3memory builds when none is given; a client you pass keeps its
             own configuration.
@@ -184,4 +189,5 @@ def open_memory(
         screen_text=screen,
         screen_edit=screen_edit,
         track_access=track_access,
+        access_log=access_log,
     )

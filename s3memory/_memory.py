@@ -131,8 +131,8 @@ class EncryptedMemory:
     an edit screens the whole resulting file instead, against the file before the edit, so
     a secret completed across two edits is caught and one the file already held is not
     reported again. ``track_access`` records, at most once a day per file and
-    ``access_log`` (an attribute; by default one log shared by the whole process), that a
-    file was read (see ``_expiry``).
+    ``access_log`` (by default one log shared by the whole process), that a file was read
+    (see ``_expiry``).
 
     Every command may also raise what the store and the keys raise: a
     :class:`~s3memory.StorageError` (access denied, bucket missing, unavailable) and
@@ -151,6 +151,7 @@ class EncryptedMemory:
         screen_text: Callable[[str], str] | None = None,
         screen_edit: Callable[[str, str], str] | None = None,
         track_access: bool = False,
+        access_log: AccessLog | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.files = SealedFiles(
@@ -159,9 +160,7 @@ class EncryptedMemory:
         self.screen_text = screen_text
         self.screen_edit = screen_edit
         self.track_access = track_access
-        # Injectable: assign an ``_access.AccessLog`` of its own (tests do). Not yet a constructor
-        # argument: a public signature may name only exported types, and AccessLog is not one yet.
-        self.access_log: AccessLog = PROCESS_ACCESS_LOG
+        self.access_log: AccessLog = PROCESS_ACCESS_LOG if access_log is None else access_log
 
     @property
     def store(self) -> ObjectStore:

@@ -340,3 +340,27 @@ def test_access_markers_are_tagged_for_the_lifecycle_rule(s3_client: Any) -> Non
     rules = lifecycle_configuration()["Rules"]
     tagged = [rule for rule in rules if "Tag" in rule.get("Filter", {})]
     assert len(tagged) == 1 and tags == {tagged[0]["Filter"]["Tag"]["Key"]: tagged[0]["Filter"]["Tag"]["Value"]}
+
+
+def test_an_access_log_of_its_own_is_a_keyword_of_open_memory() -> None:
+    """Two memories on one store with logs of their own each record the day's first read;
+    with the shared default, the second memory's read is already known (one PUT a day)."""
+    from s3memory import AccessLog, InMemoryStore, generate_master_key, open_memory
+
+    store, key = InMemoryStore(), generate_master_key()
+    options = {"user_id": "alice", "store": store, "master_key": key, "track_access": True}
+    first = open_memory(**options, access_log=AccessLog())  # type: ignore[arg-type]
+    first.create("/memories/a.md", "x")
+    puts: list[str] = []
+    original = store.put
+
+    def counting_put(key: str, *args: object, **kwargs: object) -> str:
+        puts.append(key)
+        return original(key, *args, **kwargs)  # type: ignore[arg-type]
+
+    store.put = counting_put  # type: ignore[method-assign]
+    first.view("/memories/a.md")
+    second = open_memory(**options, access_log=AccessLog())  # type: ignore[arg-type]
+    second.view("/memories/a.md")
+    first.view("/memories/a.md")
+    assert len([k for k in puts if "/.s3memory/access/" in k]) == 2  # one per log, not per read

@@ -18,6 +18,7 @@ from s3memory import _errors
 
 EXPORTED = frozenset(
     {
+        "AccessLog",
         "AsyncS3MemoryTool",
         "BucketNotFoundError",
         "ConfigurationError",
