@@ -46,9 +46,10 @@ from ._lifecycle import (
     rewrap_tenant_key,
     rotate_tenant_key,
 )
-from ._memory import EncryptedMemory, FileEntry, Limits, format_size
+from ._memory import EncryptedMemory, FileEntry, Limits
 from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant
 from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
+from ._render import format_size
 from .stores import InMemoryStore, ObjectStore, S3Store
 
 if TYPE_CHECKING:

@@ -42,7 +42,6 @@ from ._errors import (
 from ._files import SealedFiles, plaintext_size
 from ._keys import Keyring
 from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, TenantLayout, parse_path
-from ._render import format_size as format_size  # re-exported: the package root and the CLI import it here
 from .stores import ObjectStore
 
 T = TypeVar("T")

@@ -45,7 +45,8 @@ from ._errors import (
     S3MemoryError,
     StorageError,
 )
-from ._memory import EncryptedMemory, FileEntry, format_size
+from ._memory import EncryptedMemory, FileEntry
+from ._render import format_size
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
