@@ -38,6 +38,7 @@ from ._guard import Detector, Finding, SecretGuard, SensitiveDataError
 from ._identity import user_id_for_subject
 from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
 from ._keys import Keyring
+from ._layout import NameSealing, TenantLayout
 from ._lifecycle import (
     ErasureReport,
     MasterRewrapReport,
@@ -47,7 +48,7 @@ from ._lifecycle import (
     rotate_tenant_key,
 )
 from ._memory import EncryptedMemory, FileEntry, Limits
-from ._paths import MemoryPath, TenantLayout, parse_path, validate_tenant
+from ._paths import MemoryPath, parse_path, validate_tenant
 from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
 from ._render import format_size
 from .stores import InMemoryStore, ObjectStore, S3Store
@@ -86,6 +87,7 @@ __all__ = [
     "MasterRewrapReport",
     "MemoryOptions",
     "MemoryPath",
+    "NameSealing",
     "NotADirectoryConflict",
     "ObjectStore",
     "ObjectTooLargeError",

@@ -12,28 +12,27 @@ many memories are opened on it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from typing import TYPE_CHECKING
 
 from ._errors import S3MemoryError
-from ._paths import TenantLayout
+from ._layout import ACCESS_MARKERS_FOLDER, TenantLayout
 
 if TYPE_CHECKING:  # for the annotation only: the policy documents import this module without the stores
     from .stores import ObjectStore
 
 log = logging.getLogger("s3memory")
 
-ACCESS_MARKERS = "access/"  # under the tenant's internal prefix
+ACCESS_MARKERS = ACCESS_MARKERS_FOLDER  # under the tenant's internal prefix
 ACCESS_MARKER_TAGS = {"s3memory": "access"}  # a bucket lifecycle rule expires markers by this tag
 
 
 def access_marker_key(layout: TenantLayout, key: str) -> str:
     """Where a read of ``key`` is recorded: an empty object whose LastModified is the day
-    of the last read. Named by a hash of the object key, which the bucket already shows."""
-    return f"{layout.internal_prefix}{ACCESS_MARKERS}{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+    of the last read (``TenantLayout.access_marker_key``)."""
+    return layout.access_marker_key(key)
 
 
 class AccessLog:

@@ -285,7 +285,7 @@ def load_master_key(path: Path) -> bytes:
 
 def _check_tenant(user: str, prefix: str) -> None:
     """The user id and prefix rules (``TenantLayout``), in the settings' words."""
-    from ._paths import TenantLayout
+    from ._layout import TenantLayout
 
     try:
         TenantLayout(user, prefix)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._keydocs import generate_master_key
+from ._paths import parse_path
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 #: Seconds per request to the API (the SDK's own default is ten minutes), two retries.
@@ -239,7 +240,7 @@ def run_demo(out: TextIO, *, api_key: str | None = None) -> None:
         print("\n=== what the bucket holds ===", file=out)
         for info in store.list(""):
             print(f"  {info.key}  ({info.size} bytes)", file=out)
-        key = memory.layout.key_for(memory._parse("/memories/user/profile.md"))
+        key = memory.layout.key_for(parse_path("/memories/user/profile.md"))
         stored = store.get(key)
         if stored is not None:
             print(f"\n--- {key}: raw, as anyone who can read the bucket sees it ---", file=out)

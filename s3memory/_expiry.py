@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from ._access import ACCESS_MARKERS, access_marker_key
+from ._access import access_marker_key
 from ._errors import ConfigurationError, PreconditionFailedError
 from ._files import plaintext_size
 from ._memory import EncryptedMemory
@@ -56,7 +56,7 @@ def expire_memories(
         raise ConfigurationError("older_than_days must be a non-negative number")
     cutoff = (time.time() if now is None else now) - older_than_days * SECONDS_PER_DAY
     layout, store = memory.layout, memory.store
-    markers_prefix = layout.internal_prefix + ACCESS_MARKERS
+    markers_prefix = layout.access_markers_prefix
     rt = memory.files.round_trip()
     listed_files = rt.submit(lambda: list(store.list(layout.memory_prefix)))
     listed_markers = rt.submit(lambda: {info.key: info for info in store.list(markers_prefix)})

@@ -8,11 +8,11 @@ from typing import Any, Literal, TypedDict
 
 from ._access import AccessLog
 from ._errors import ConfigurationError
-from ._keydocs import NAMES_KEY, TENANT_KEY, KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
+from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
 from ._keys import Keyring, KmsKeyring, TenantKeyring
+from ._layout import NAMES_KEY, TENANT_KEY, TenantLayout
 from ._memory import EncryptedMemory, Limits
 from ._names import NameCipher
-from ._paths import TenantLayout
 from .stores import ObjectStore, S3Store
 
 KeyMode = Literal["tenant", "kms"]
@@ -135,7 +135,7 @@ def open_memory(
         keyring = TenantKeyring(
             store=store,
             tenant=layout.tenant,
-            tenant_key_object=layout.internal_prefix + TENANT_KEY,
+            tenant_key_object=layout.key_document(TENANT_KEY),
             master=master,
             cache=cache,
             store_identity=store.identity,
@@ -154,7 +154,7 @@ def open_memory(
         names = NameCipher(
             store=store,
             tenant=layout.tenant,
-            key_object=layout.internal_prefix + NAMES_KEY,
+            key_object=layout.key_document(NAMES_KEY),
             files_prefix=layout.memory_prefix,
             master=master,
             cache=cache,

@@ -30,10 +30,11 @@ from ._errors import (
     PathNotFoundError,
     TenantKeyError,
 )
-from ._keydocs import NAMES_KEY, process_key_cache
+from ._keydocs import process_key_cache
 from ._keys import Keyring
+from ._layout import NAMES_KEY, TenantLayout
 from ._names import looks_sealed
-from ._paths import MemoryPath, TenantLayout
+from ._paths import MemoryPath
 from .stores import ObjectInfo, ObjectStore, StoredObject
 
 T = TypeVar("T")
@@ -147,6 +148,13 @@ class SealedFiles:
         """What binding contexts hash for a path: the path itself, or with encrypted names a
         keyed tag of it (an unkeyed hash in the metadata would confirm guessed names)."""
         return shown if self.layout.names is None else self.layout.names.path_tag(shown)
+
+    def names_ready(self, *, create: bool = False) -> bool:
+        """Whether paths have keys yet: always with names in clear; with encrypted names,
+        once the tenant's names key exists (loaded; with ``create``, created first if the
+        tenant has none: only a command writing a new file asks). Every command asks before
+        it computes a key, and a path without one does not exist."""
+        return self.layout.names is None or self.layout.names.key_exists(create=create)
 
     def binding(self, path: MemoryPath) -> dict[str, str]:
         """What a file written now at ``path`` is bound to (binding version 2)."""
@@ -279,7 +287,7 @@ class SealedFiles:
             return
         # Remembered in the key cache, as long as a key would be (15 minutes by default).
         cache = self.keyring.key_cache or process_key_cache()
-        names_key = self.layout.internal_prefix + NAMES_KEY
+        names_key = self.layout.key_document(NAMES_KEY)
         marker = ("no names key", self.store.identity, names_key)
         if cache.get(marker):
             return

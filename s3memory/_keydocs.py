@@ -48,17 +48,10 @@ from ._errors import (
     StorageAccessDeniedError,
     TenantKeyError,
 )
+from ._layout import KEY_DOCUMENT_SUFFIX
 from .stores import ObjectStore, StoredObject
 
 T = TypeVar("T")
-
-#: The purposes of key documents, which are also their object names under the tenant's
-#: internal prefix and the ``s3memory:purpose`` of the context their keys are wrapped under.
-TENANT_KEY = "tenant-key"
-NAMES_KEY = "names-key"
-KEY_DOCUMENT_PURPOSES = (TENANT_KEY, NAMES_KEY)
-#: Every internal object whose name ends so holds keys (what erasure destroys first).
-KEY_DOCUMENT_SUFFIX = "-key"
 
 # Key documents of version 1 wrap their keys under a context without the deployment;
 # version 2, what s3memory writes now, adds ``s3memory:prefix``. Both are read.

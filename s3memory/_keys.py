@@ -50,7 +50,6 @@ from ._keydocs import (
     GCM_NONCE_BYTES,
     KEY_DOCUMENT_ERRORS,
     KEY_DOCUMENT_VERSION,
-    TENANT_KEY,
     KeyCache,
     KeyDocument,
     KeyDocumentSlot,
@@ -59,6 +58,7 @@ from ._keydocs import (
     kms_call,
     parse_key_document,
 )
+from ._layout import TENANT_KEY
 from .stores import ObjectStore, StoredObject
 
 #: Events at INFO and DEBUG, never a key, a path or file content.

@@ -93,8 +93,6 @@ from ._errors import (
 )
 from ._keydocs import (
     CONTEXT_KEY_ID,
-    KEY_DOCUMENT_SUFFIX,
-    TENANT_KEY,
     LocalMasterKey,
     MasterKey,
     get_key_document,
@@ -102,7 +100,7 @@ from ._keydocs import (
     rewrapped_document,
 )
 from ._keys import TenantKeyring, TenantKeys
-from ._paths import TenantLayout
+from ._layout import KEY_DOCUMENT_SUFFIX, TENANT_KEY, TenantLayout
 from .stores import DelegatingStore, ObjectStore
 
 log = logging.getLogger("s3memory")
@@ -240,10 +238,6 @@ def _tenant_keyring(memory: EncryptedMemory, doing: str) -> TenantKeyring:
             "material, so existing files stay readable and nothing needs re-wrapping."
         )
     return keyring
-
-
-def _is_key_document(layout: TenantLayout, key: str) -> bool:
-    return key.startswith(layout.internal_prefix) and key.endswith(KEY_DOCUMENT_SUFFIX)
 
 
 def _restated(exc: S3MemoryError, message: str) -> S3MemoryError:
@@ -412,7 +406,7 @@ def _rewrap_pass(
             info.key
             for prefix in layout.owned_prefixes
             for info in store.list(prefix)
-            if not _is_key_document(layout, info.key)
+            if layout.key_document_purpose(info.key) is None
         ]
     except S3MemoryError as exc:
         outcome.errors.append(exc)
@@ -485,9 +479,10 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
     layout = memory.layout
     store = _CountingStore(memory.store)
     report = MasterRewrapReport(tenant=layout.tenant, wrapper=new.kind)
-    documents = [info.key for info in store.list(layout.internal_prefix) if _is_key_document(layout, info.key)]
-    for key in documents:
-        purpose = key[len(layout.internal_prefix) :]
+    purposes = {info.key: layout.key_document_purpose(info.key) for info in store.list(layout.internal_prefix)}
+    for key, purpose in purposes.items():
+        if purpose is None:
+            continue
         stored = get_key_document(store, key, what=purpose)
         if stored is None:
             continue

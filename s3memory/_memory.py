@@ -41,7 +41,8 @@ from ._errors import (
 )
 from ._files import SealedFiles, plaintext_size
 from ._keys import Keyring
-from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, TenantLayout, parse_path
+from ._layout import TenantLayout
+from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, parse_path
 from .stores import ObjectStore
 
 T = TypeVar("T")
@@ -256,6 +257,8 @@ class EncryptedMemory:
             ForeignObjectError: the object at ``path`` was not written by s3memory.
         """
         parsed = self._parse(path)
+        if not parsed.is_root and not self.files.names_ready():
+            raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
         # One request in the common case: a path written as a directory ("/memories/d/")
         # is listed first, anything else is fetched as a file first.
         files = self.files.files_under(parsed) if parsed.is_root or path.endswith("/") else []
@@ -288,6 +291,8 @@ class EncryptedMemory:
             ForeignObjectError: the object at ``path`` was not written by s3memory.
         """
         parsed = self._parse(path)
+        if not parsed.is_root and not self.files.names_ready():
+            raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
         file = self.files.read(parsed, path)
         if file is not None:
             return file.text
@@ -303,6 +308,8 @@ class EncryptedMemory:
             PathNotFoundError: nothing is at or below ``path``.
         """
         parsed = self._parse(path)
+        if not parsed.is_root and not self.files.names_ready():
+            raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
         files = self.files.files_under(parsed)
         if not files and not parsed.is_root:
             head = self.store.head(self.layout.key_for(parsed))
@@ -329,6 +336,7 @@ class EncryptedMemory:
         if parsed.is_root:
             raise PathExistsError(f"Error: File {path} already exists")
         data = self.files.encode(self._screen(file_text), path)
+        self.files.names_ready(create=True)  # the one command that may create the names key
         key = self.layout.key_for(parsed)
         # Round trip 1, concurrently: is it a directory? is an ancestor a file? a data key;
         # and the user's usage if a quota is set.
@@ -369,7 +377,7 @@ class EncryptedMemory:
         ``answer`` words the result from the text as written (after any redaction).
         """
         parsed = self._parse(path)
-        if parsed.is_root:
+        if parsed.is_root or not self.files.names_ready():
             raise self.files.not_found(missing_message)
         binding = self.files.binding(parsed)
         for attempt in range(self.limits.edit_attempts):
@@ -493,6 +501,8 @@ class EncryptedMemory:
         parsed = self._parse(path)
         if parsed.is_root:
             raise InvalidCommandError("Error: Cannot delete the /memories directory itself")
+        if not self.files.names_ready():
+            raise self.files.not_found(f"Error: The path {path} does not exist")
         key = self.layout.key_for(parsed)
         rt = self.files.round_trip()
         head, under = rt.submit(self.store.head, key), rt.submit(self.files.listed, parsed)

@@ -24,11 +24,13 @@ wrapped by the master key (local or KMS; in ``key_mode="kms"`` by the same KMS k
 ``Encrypt``) under the context ``{s3memory:tenant, s3memory:purpose=names-key,
 s3memory:kid, s3memory:prefix}`` (documents of version 1, written by s3memory 0.1, have
 no ``s3memory:prefix`` and are still read). It is loaded on first use (one GET, then cached in the :class:`KeyCache`)
-and created by the first command that names a path in a tenant that has none, with
-``If-None-Match: *`` so concurrent first writers agree. It is never created over existing
-files: finding no names key, the loader lists the tenant's memory prefix, and if anything
-is there (files written without ``encrypt_names``, or a names key that was deleted) it
-refuses with :class:`TenantKeyError` rather than start a new key that would hide them.
+and created only by :meth:`NameCipher.create_key`, which the first command that writes a
+new file calls (``create``), with ``If-None-Match: *`` so concurrent first writers agree;
+computing a key never creates it (a read in a tenant without one answers "does not
+exist"). It is never created over existing files: finding no names key, the loader lists
+the tenant's memory prefix, and if anything is there (files written without
+``encrypt_names``, or a names key that was deleted) it refuses with
+:class:`TenantKeyError` rather than start a new key that would hide them.
 
 Encoding: base64url (``A-Z a-z 0-9 - _``), not base32: S3 keys are case-sensitive and
 base64url is 17% shorter, which matters within S3's 1,024-byte key limit. On a
@@ -66,7 +68,7 @@ What the bucket still shows (trade-offs of deterministic encryption):
 Cost: no request once the names key is cached; sealing is local CPU (a few microseconds
 a segment, with memos). A cold process fetches the names key with one GET, alongside the
 tenant key in tenant mode (plus a KMS ``Decrypt`` with a KMS master, also alongside); the
-first path-naming command of a new tenant adds a LIST and a conditional PUT (and a KMS
+first create of a new tenant adds a LIST and a conditional PUT (and a KMS
 ``Encrypt``).
 
 The names key is never rotated (a new key would re-seal every key); deleting it loses
@@ -87,15 +89,17 @@ import re
 import threading
 from collections.abc import Callable
 
+from ._errors import TenantKeyError
 from ._keydocs import (
     KEY_DOCUMENT_VERSION,
-    NAMES_KEY,
     KeyCache,
     KeyDocumentSlot,
     MasterKey,
     key_document_body,
+    key_found_beside_files,
     parse_key_document,
 )
+from ._layout import NAMES_KEY
 from ._paths import ROOT, MemoryPath
 from .stores import ObjectStore
 
@@ -198,6 +202,19 @@ class _Sealer:
         return name if name and "/" not in name else None
 
 
+_MISSING = (
+    "Error: This memory has files but no names key, so their names cannot be decrypted: were they "
+    "written without encrypted names? Then open it without encrypt_names (the CLI's --encrypt-names, "
+    "S3MEMORY_ENCRYPT_NAMES). Or was the names key deleted?"
+)
+
+
+class NoNamesKeyYet(TenantKeyError):
+    """The tenant has no names key and no files: no path has a key yet, so nothing is at
+    any path. Commands ask :meth:`NameCipher.key_exists` first and answer "does not exist";
+    reaching this otherwise is a command that forgot to."""
+
+
 class NameCipher:
     """Seals and opens the path segments of one tenant's keys (see the module docstring).
 
@@ -241,9 +258,10 @@ class NameCipher:
     def seal(self, path: MemoryPath) -> str:
         """The sealed segments of ``path`` joined by ``/`` (``""`` for the root).
 
-        Loads the names key on first use, creating it if the tenant has none and no files.
-        Names longer than :data:`MAX_NAME_BYTES` are sealed all the same: the caller
-        (``TenantLayout``) refuses them, with :meth:`too_long_name`.
+        Loads the names key on first use; never creates it (:meth:`create_key` does):
+        :class:`NoNamesKeyYet` if the tenant has none. Names longer than
+        :data:`MAX_NAME_BYTES` are sealed all the same: the caller (``TenantLayout``)
+        refuses them, with :meth:`too_long_name`.
         """
         if path.is_root:
             return ""
@@ -296,22 +314,43 @@ class NameCipher:
         return next((name for name in path.parts if len(name.encode("utf-8")) > MAX_NAME_BYTES), None)
 
     # -- the names key ------------------------------------------------------------------
-    def names_key(self, *, prefetch: bool = False) -> bytes:
-        """The tenant's names key, from the cache or the store (created if the tenant has
-        none and no files yet; :class:`TenantKeyError` if it has files but no names key)."""
+    def key_exists(self, *, create: bool = False) -> bool:
+        """Whether the tenant has a names key, loading it on first use (one GET, the tenant
+        key fetched alongside); with ``create``, creating it first if the tenant has none
+        and no files (only a command that writes a new file asks for that).
 
-        def load_or_create() -> bytes:
+        Raises:
+            TenantKeyError: the tenant has files but no names key (files written without
+                encrypted names, or a deleted names key), or its names key is corrupt.
+        """
+        try:
+            self.names_key(prefetch=True, create=create)
+        except NoNamesKeyYet:
+            return False
+        return True
+
+    def create_key(self) -> None:
+        """Create the tenant's names key unless it has one (``If-None-Match: *``, so
+        concurrent first writers agree); refused beside existing files."""
+        self.names_key(prefetch=True, create=True)
+
+    def names_key(self, *, prefetch: bool = False, create: bool = False) -> bytes:
+        """The tenant's names key, from the cache or the store; with ``create``, created if
+        the tenant has none and no files yet. :class:`NoNamesKeyYet` if it has none (and
+        not ``create``); :class:`TenantKeyError` if it has files but no names key."""
+
+        def load() -> bytes:
             helper = None
             if prefetch and self._prefetch is not None:
                 helper = threading.Thread(target=self._run_prefetch, name="s3memory-prefetch", daemon=True)
                 helper.start()
             try:
-                return self._load_or_create()
+                return self._load_or_create() if create else self._load_existing()
             finally:
                 if helper is not None:
                     helper.join()
 
-        return self.document.cached(load_or_create)
+        return self.document.cached(load)
 
     def _run_prefetch(self) -> None:
         assert self._prefetch is not None
@@ -319,15 +358,18 @@ class NameCipher:
         with contextlib.suppress(Exception):
             self._prefetch()
 
+    def _load_existing(self) -> bytes:
+        key = self._load()
+        if key is None:
+            key = key_found_beside_files(self.document.store, self._files_prefix, self._load, _MISSING)
+        if key is None:
+            raise NoNamesKeyYet("Error: This memory has no names key yet, so it has no files.")
+        return key
+
     def _load_or_create(self) -> bytes:
         key = self._load()
         if key is not None:
             return key
-        missing = (
-            "Error: This memory has files but no names key, so their names cannot be decrypted: were they "
-            "written without encrypted names? Then open it without encrypt_names (the CLI's --encrypt-names, "
-            "S3MEMORY_ENCRYPT_NAMES). Or was the names key deleted?"
-        )
         key_id, key = os.urandom(8).hex(), os.urandom(NAMES_KEY_BYTES)
         master = self.document.master
 
@@ -335,7 +377,7 @@ class NameCipher:
             wrapped = master.wrap(key, self.document.context(key_id, KEY_DOCUMENT_VERSION))
             return key_document_body(kid=key_id, wrapper=master.kind, wrapped=wrapped, version=KEY_DOCUMENT_VERSION)
 
-        found, _ = self.document.create(body, self._load, files_prefix=self._files_prefix, missing=missing)
+        found, _ = self.document.create(body, self._load, files_prefix=self._files_prefix, missing=_MISSING)
         if found is not None:
             return found
         log.info("created a names key (kid %s, wrapped by %s)", key_id, master.kind)

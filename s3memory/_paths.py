@@ -1,24 +1,19 @@
-"""Layer 1: model-supplied paths and tenant ids to canonical object keys, or a refusal.
+"""Model-supplied paths, tenant ids and key prefixes to canonical forms, or a refusal.
 
-Pure functions, no I/O (except that a layout with encrypted names loads the tenant's
-names key on first use, see ``_names``). Every path the model sends goes through
-:func:`parse_path`; every key the store returns goes back through
-:meth:`TenantLayout.path_for_key`, so a key in the bucket that could not have come from a
-valid path is never shown as a file.
+Pure functions, no I/O. Every path the model sends goes through :func:`parse_path`; every
+key the store returns goes back through ``TenantLayout.path_for_key`` (``_layout``), which
+parses it again, so a key in the bucket that could not have come from a valid path is never
+shown as a file.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 from ._errors import ConfigurationError, InvalidPathError
-
-if TYPE_CHECKING:
-    from ._names import NameCipher
 
 ROOT = "/memories"
 MAX_SEGMENT_BYTES = 255  # one path segment; also what a local file system allows
@@ -156,7 +151,7 @@ def _shown(path: str) -> str:
     return path if path.isprintable() else repr(path)
 
 
-def _refuse(path: str, why: str) -> InvalidPathError:
+def refuse_path(path: str, why: str) -> InvalidPathError:
     return InvalidPathError(f"Error: Invalid path {_shown(path)}: {why}")
 
 
@@ -202,15 +197,15 @@ def _skeleton_parts(form: str) -> list[str]:
 
 def _check_segment(path: str, segment: str) -> None:
     if segment == "":
-        raise _refuse(path, "empty path segments ('//') are not allowed")
+        raise refuse_path(path, "empty path segments ('//') are not allowed")
     if segment.isascii() and segment.isprintable() and "%" not in segment and "\\" not in segment:
         # The common case, decided without decoding (listings validate every key).
         if segment == "..":
             raise _escapes(path)
         if segment == ".":
-            raise _refuse(path, "'.' segments are not allowed")
+            raise refuse_path(path, "'.' segments are not allowed")
         if len(segment) > MAX_SEGMENT_BYTES:
-            raise _refuse(path, f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes")
+            raise refuse_path(path, f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes")
         return
     # Decode percent-escapes until stable, so %2e%2e%2f and %252e... are judged as
     # what a later decoder would turn them into.
@@ -223,7 +218,7 @@ def _check_segment(path: str, segment: str) -> None:
     forms = (segment,) if decoded == segment else (segment, decoded)
     for form in forms:
         if any(unicodedata.category(ch) in _FORBIDDEN_CATEGORIES for ch in form):
-            raise _refuse(path, "control and invisible characters are not allowed")
+            raise refuse_path(path, "control and invisible characters are not allowed")
     # Traversal in any spelling: ".." between backslashes, percent-encoded, or drawn with
     # look-alikes ("\uff0e\uff0e\u2215x" displays as "../x").
     for index, form in enumerate(forms):
@@ -236,20 +231,20 @@ def _check_segment(path: str, segment: str) -> None:
             raise _escapes(path, ", also between backslashes")
     for form in forms:
         if form == ".":
-            raise _refuse(path, "'.' segments are not allowed, percent-encoded or not")
+            raise refuse_path(path, "'.' segments are not allowed, percent-encoded or not")
         if "\\" in form or "/" in form:
-            raise _refuse(path, "backslashes and encoded separators are not allowed")
+            raise refuse_path(path, "backslashes and encoded separators are not allowed")
         if not form.isascii():
             found = _lookalike(form)
             if found is not None:
                 ch, looks = found
-                raise _refuse(
+                raise refuse_path(
                     path, f"{_character(ch)} looks like '{looks}'; look-alikes of '/', '\\' and '.' are not allowed"
                 )
             if "." in _skeleton_parts(form):
-                raise _refuse(path, "a segment that displays as '.' is not allowed")
+                raise refuse_path(path, "a segment that displays as '.' is not allowed")
     if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
-        raise _refuse(path, f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes")
+        raise refuse_path(path, f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes")
 
 
 def parse_path(path: object, *, max_path_bytes: int = DEFAULT_MAX_PATH_BYTES) -> MemoryPath:
@@ -275,19 +270,19 @@ def parse_path(path: object, *, max_path_bytes: int = DEFAULT_MAX_PATH_BYTES) ->
     if rest.endswith("/"):
         rest = rest[:-1]
         if rest == "":
-            raise _refuse(path, "empty path segments ('//') are not allowed")
+            raise refuse_path(path, "empty path segments ('//') are not allowed")
     if rest == "":
         return MemoryPath("")
     try:
         rest.encode("utf-8")
     except UnicodeEncodeError:
-        raise _refuse(path, "the path is not valid Unicode") from None
+        raise refuse_path(path, "the path is not valid Unicode") from None
     if not rest.isascii():
         rest = unicodedata.normalize("NFC", rest)
     for segment in rest.split("/"):
         _check_segment(path, segment)
     if len(rest.encode("utf-8")) > max_path_bytes:
-        raise _refuse(path, f"the path is longer than {max_path_bytes} bytes")
+        raise refuse_path(path, f"the path is longer than {max_path_bytes} bytes")
     return MemoryPath(rest)
 
 
@@ -340,114 +335,3 @@ def validate_prefix(prefix: object) -> str:
                 f"{shorter!r}; a segment named 'memories' (in any case) may only come first"
             )
     return prefix
-
-
-@dataclass(frozen=True)
-class TenantLayout:
-    """Where one tenant's objects live in the bucket.
-
-    ``{prefix}{tenant}/memories/{path}`` holds memory files; ``{prefix}{tenant}/.s3memory/``
-    holds internal objects (the wrapped tenant key). Every prefix ends in ``/`` so that
-    tenant ``alice`` never lists ``alice2``'s keys.
-
-    Invariant: the namespaces of two different (prefix, tenant) pairs, in one deployment or
-    in two sharing a bucket, are disjoint. No key under one pair's :attr:`memory_prefix` or
-    :attr:`internal_prefix` starts with the other pair's :attr:`memory_prefix` or
-    :attr:`internal_prefix`. It holds because prefixes and tenant ids are whole segments,
-    ``.s3memory`` can be neither (they never start with ``.``), and ``memories`` is neither
-    a tenant id nor a prefix segment after the first (:func:`validate_tenant`,
-    :func:`validate_prefix`): otherwise tenant ``app`` with no prefix would own
-    ``app/memories/...``, where a deployment with prefix ``app/`` keeps user ``memories``,
-    and one with prefix ``app/memories/`` keeps everything. (The :attr:`tenant_prefix`
-    ``{prefix}{tenant}/`` itself is not disjoint: ``app/`` holds another deployment's prefix
-    ``app/``. Never list or delete by it.)
-
-    With ``names`` (``open_memory(encrypt_names=True)``), each segment of the path under
-    ``memories/`` is sealed by the :class:`~s3memory._names.NameCipher` instead of written in
-    clear (see ``_names``); the methods keep their meaning, and the first one that needs
-    the tenant's names key loads it (a request, once per process and cache lifetime).
-    """
-
-    tenant: str
-    prefix: str = ""
-    names: NameCipher | None = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
-        validate_prefix(self.prefix)
-
-    @property
-    def tenant_prefix(self) -> str:
-        return f"{self.prefix}{self.tenant}/"
-
-    @property
-    def memory_prefix(self) -> str:
-        return f"{self.tenant_prefix}memories/"
-
-    @property
-    def internal_prefix(self) -> str:
-        return f"{self.tenant_prefix}.s3memory/"
-
-    @property
-    def owned_prefixes(self) -> tuple[str, str]:
-        """Everything the tenant owns: what listing all of it, erasure and the IAM policy cover."""
-        return self.memory_prefix, self.internal_prefix
-
-    def key_for(self, path: MemoryPath) -> str:
-        """The object key of a file at ``path`` (never the root)."""
-        if path.is_root:
-            raise InvalidPathError("Error: /memories is a directory, not a file")
-        if self.names is not None:
-            return self._sealed_key(path)
-        key = self.key_for_unchecked(path)
-        if len(key.encode("utf-8")) > MAX_S3_KEY_BYTES:
-            raise _refuse(path.display, "the path is too long for an object key")
-        return key
-
-    def key_for_unchecked(self, path: MemoryPath) -> str:
-        if self.names is not None:
-            return self.memory_prefix + self.names.seal(path)
-        return self.memory_prefix + path.relative
-
-    def dir_prefix(self, path: MemoryPath) -> str:
-        """The key prefix of everything below the directory ``path``."""
-        if self.names is not None and not path.is_root:
-            # A directory whose own key would be too long can hold nothing: refused like a file.
-            return self._sealed_key(path) + "/"
-        return self.memory_prefix + (path.relative + "/" if path.relative else "")
-
-    def _sealed_key(self, path: MemoryPath) -> str:
-        assert self.names is not None
-        if self.names.too_long_name(path) is not None:
-            limit = self.names.max_name_bytes
-            raise _refuse(
-                path.display, f"a path segment is longer than {limit} bytes, the most an encrypted name holds"
-            )
-        key = self.key_for_unchecked(path)
-        size = len(key.encode("utf-8"))
-        if size > MAX_S3_KEY_BYTES:
-            raise _refuse(
-                path.display,
-                f"the path is too long for an object key once its names are encrypted "
-                f"({size:,} bytes, at most {MAX_S3_KEY_BYTES:,})",
-            )
-        return key
-
-    def path_for_key(self, key: str) -> MemoryPath | None:
-        """The memory path a listed key stands for, or ``None`` if no valid path maps to it."""
-        if not key.startswith(self.memory_prefix):
-            return None
-        relative = key[len(self.memory_prefix) :]
-        if not relative:
-            return None
-        if self.names is not None:
-            opened = self.names.open(relative)
-            if opened is None:
-                return None  # a foreign, tampered or moved key
-            relative = opened
-        try:
-            parsed = parse_path(f"{ROOT}/{relative}", max_path_bytes=MAX_S3_KEY_BYTES - len(self.memory_prefix))
-        except InvalidPathError:
-            return None
-        # Only the exact canonical spelling counts: "a/" or a non-NFC key is not ours.
-        return parsed if parsed.relative == relative else None

@@ -53,7 +53,8 @@ from ._envelope import (
     deployment_name,
 )
 from ._errors import ConfigurationError
-from ._keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE, NAMES_KEY, TENANT_KEY
+from ._keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from ._layout import INTERNAL_FOLDER, KEY_DOCUMENT_PURPOSES, MEMORY_FOLDER
 from ._paths import MAX_TENANT_LENGTH, RESERVED_SEGMENT, validate_prefix, validate_tenant
 
 POLICY_VERSION = "2012-10-17"
@@ -75,14 +76,14 @@ SESSION_SECONDS = 900  # the shortest session STS grants
 # only, so no session can make new unbound keys that another deployment would accept.
 _WRAPPED_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt"]
 _WRAPPED_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PURPOSE, CONTEXT_KEY_ID]
-_WRAPPED_KEY_PURPOSES = [TENANT_KEY, NAMES_KEY]
+_WRAPPED_KEY_PURPOSES = list(KEY_DOCUMENT_PURPOSES)
 _DATA_KEY_ACTIONS = ["kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"]
 _DATA_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PATH, KMS_RESERVED_CONTEXT_KEY]
 # What s3memory writes under {prefix}{tenant}/, and so all a tenant's session may touch
-# (_paths.TenantLayout): memory files and internal objects. No deployment's namespace can
+# (_layout.TenantLayout): memory files and internal objects. No deployment's namespace can
 # contain another's (the invariant of TenantLayout): no tenant id or prefix segment starts
 # with ".", and "memories" is neither a tenant id nor a prefix segment after the first.
-TENANT_SUBPREFIXES = (f"{RESERVED_SEGMENT}/", ".s3memory/")
+TENANT_SUBPREFIXES = (MEMORY_FOLDER, INTERNAL_FOLDER)
 _KEY_ADMIN_ACTIONS = [
     "kms:Create*",
     "kms:Describe*",

@@ -79,7 +79,7 @@ def intent_key(files: SealedFiles, old: MemoryPath, new: MemoryPath) -> str:
     """Where the record of a rename of ``old`` to ``new`` lives: under the tenant's internal
     prefix, named by a hash of both paths (keyed, with encrypted names)."""
     tag = hashlib.sha256(files.path_name(f"{old.display}\n{new.display}").encode()).hexdigest()
-    return f"{files.layout.internal_prefix}intents/rename-{tag[:40]}"
+    return files.layout.rename_intent_key(tag)
 
 
 def intent_name(key: str) -> str:
@@ -331,6 +331,8 @@ def rename(
         raise PathExistsError(f"Error: The destination {new_path} already exists")
     if new.is_within(old):
         raise InvalidCommandError(f"Error: Cannot move {old_path} into itself ({new_path})")
+    if not files.names_ready():
+        raise files.not_found(f"Error: The path {old_path} does not exist")
     record_key = intent_key(files, old, new)
     seen = survey(files, old, new, record_key)
     only_ours = only_our_copies(seen.intent, seen.old_head, seen.old_under, seen.new_head, seen.new_under)

@@ -39,7 +39,7 @@ from s3memory import (
     open_memory,
     parse_path,
 )
-from s3memory._keydocs import NAMES_KEY as NAMES_KEY_OBJECT
+from s3memory._layout import NAMES_KEY as NAMES_KEY_OBJECT
 from s3memory._names import MAX_NAME_BYTES, sealed_segment_length
 from s3memory._paths import MAX_S3_KEY_BYTES
 
@@ -194,8 +194,8 @@ def test_plain_layout_is_unchanged(make_memory: Callable[..., EncryptedMemory]) 
 def test_equal_names_seal_differently_under_other_parents_and_tenants(
     make_memory: Callable[..., EncryptedMemory],
 ) -> None:
-    alice = make_memory("inmemory", encrypt_names=True)
-    bob = make_memory("inmemory", user_id="bob", encrypt_names=True)
+    alice = with_names_key(make_memory("inmemory", encrypt_names=True))
+    bob = with_names_key(make_memory("inmemory", user_id="bob", encrypt_names=True))
     in_a = alice.layout.key_for(MemoryPath("a/notes.md")).split("/")
     in_b = alice.layout.key_for(MemoryPath("b/notes.md")).split("/")
     at_top = alice.layout.key_for(MemoryPath("notes.md")).split("/")
@@ -252,7 +252,7 @@ def test_a_key_moved_to_another_directory_or_tenant_is_no_file(
 
 
 def test_a_non_canonical_spelling_of_a_segment_is_no_file(make_memory: Callable[..., EncryptedMemory]) -> None:
-    memory = make_memory("inmemory", encrypt_names=True)
+    memory = with_names_key(make_memory("inmemory", encrypt_names=True))
     key = memory.layout.key_for(MemoryPath("notes.md"))
     segment = key.rsplit("/", 1)[1]
     assert len(segment) == 43  # 32 bytes: the last character carries 4 bits, then 2 zero bits
@@ -352,8 +352,11 @@ def test_reads_of_an_empty_memory_answer_does_not_exist(make_memory: Callable[..
     with pytest.raises(PathNotFoundError) as info:
         memory.view("/memories/notes.md")
     assert str(info.value) == "The path /memories/notes.md does not exist. Please provide a valid path."
-    # Naming a path created the names key (what the first write would do), and nothing else.
-    assert all_keys(memory) == [NAMES_KEY]
+    # Naming a path created nothing: computing a key never creates the names key, the
+    # first create does (and nothing else).
+    assert all_keys(memory) == []
+    memory.create("/memories/notes.md", "x")
+    assert NAMES_KEY in all_keys(memory)
     document = json.loads(memory.store.get(NAMES_KEY).body)  # type: ignore[union-attr]
     assert sorted(document) == ["kid", "v", "wrapped", "wrapper"]
     assert document["v"] == 2 and document["wrapper"] == "local"
@@ -491,9 +494,18 @@ _PATH = st.lists(_NAME, min_size=1, max_size=5).map(_valid_path).filter(lambda p
 
 @pytest.fixture(scope="module")
 def sealed_memory() -> EncryptedMemory:
-    return open_memory(
+    memory = open_memory(
         user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, key_cache=KeyCache(), encrypt_names=True
     )
+    return with_names_key(memory)
+
+
+def with_names_key(memory: EncryptedMemory) -> EncryptedMemory:
+    """``memory`` once its tenant has a names key: computing a key never creates one (the
+    first create does), so a test that computes keys of a new tenant creates it first."""
+    assert memory.layout.names is not None
+    memory.layout.names.key_exists(create=True)
+    return memory
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

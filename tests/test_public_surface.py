@@ -45,6 +45,7 @@ EXPORTED = frozenset(
         "MasterRewrapReport",
         "MemoryOptions",
         "MemoryPath",
+        "NameSealing",
         "NotADirectoryConflict",
         "ObjectStore",
         "ObjectTooLargeError",

@@ -85,9 +85,9 @@ from s3memory import (
 )
 from s3memory import _envelope as envelope
 from s3memory._access import access_marker_key
-from s3memory._keydocs import NAMES_KEY as NAMES_KEY_OBJECT
 from s3memory._keydocs import LocalMasterKey, key_document_context
 from s3memory._keys import TenantKeyring, TenantKeys
+from s3memory._layout import NAMES_KEY as NAMES_KEY_OBJECT
 from s3memory.stores import StoredObject
 from s3memory.stores._delegating import DelegatingStore
 
@@ -376,7 +376,7 @@ def compute_names_key_document(vectors: Vectors, given: Case) -> dict[str, Any]:
     assert names is not None
     if given["how"] == "create":
         with fixed_randomness(given["draws"]):
-            names.names_key()
+            names.key_exists(create=True)
         return {"writes": world.store.writes, "kms_requests": world.kms.requests}
     assert given["how"] == "v1"  # as s3memory 0.1 stored it (today's code writes no version 1 document)
     context = key_document_context(
@@ -419,7 +419,7 @@ def compute_layout(vectors: Vectors, given: Case) -> dict[str, Any]:
     memory = world.memory()
     layout = memory.layout
     if layout.names is not None:
-        layout.names.names_key()  # loaded now, so the renames below read nothing but their records
+        layout.names.key_exists(create=True)  # loaded now, so the renames below read nothing but their records
     files: dict[str, Any] = {}
     for path in given["files"]:
         key = layout.key_for(parse_path(path))
