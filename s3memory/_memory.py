@@ -37,7 +37,6 @@ from ._errors import (
     NotADirectoryConflict,
     PathExistsError,
     PreconditionFailedError,
-    StorageUnavailableError,
 )
 from ._files import SealedFiles, plaintext_size
 from ._keys import Keyring
@@ -406,7 +405,8 @@ class EncryptedMemory:
                 return answer(new_text, detail)
             except PreconditionFailedError:
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
-        raise StorageUnavailableError(
+        # Contention, not unavailability: the store answered every request.
+        raise PreconditionFailedError(
             f"Error: {path} is being changed by others at the same time; the edit was not applied. Try again."
         )
 
@@ -420,7 +420,8 @@ class EncryptedMemory:
             PathNotFoundError: no file is at ``path``.
             SensitiveDataError: the guard found a secret in ``new_str`` (or the edited file).
             LimitExceededError: the file, or the user's quota, would be over its limit.
-            StorageUnavailableError: the file kept changing under concurrent edits.
+            PreconditionFailedError: the file kept changing under concurrent edits (after
+                ``Limits.edit_attempts`` tries); nothing was written.
             IntegrityError, ForeignObjectError, ObjectTooLargeError: as for :meth:`view`.
         """
         if not isinstance(old_str, str) or not isinstance(new_str, str):
@@ -458,7 +459,8 @@ class EncryptedMemory:
             PathNotFoundError: no file is at ``path``.
             SensitiveDataError: the guard found a secret in ``insert_text`` (or the edited file).
             LimitExceededError: the file, or the user's quota, would be over its limit.
-            StorageUnavailableError: the file kept changing under concurrent edits.
+            PreconditionFailedError: the file kept changing under concurrent edits (after
+                ``Limits.edit_attempts`` tries); nothing was written.
             IntegrityError, ForeignObjectError, ObjectTooLargeError: as for :meth:`view`.
         """
         if isinstance(insert_line, bool) or not isinstance(insert_line, int):

@@ -83,3 +83,34 @@ def test_concurrent_first_writers_agree_on_one_tenant_key(make_memory, flavour: 
     reader = make_memory(flavour)
     for i in range(THREADS):
         assert reader.view(f"/memories/f{i}.md").endswith(f"\t{i}")
+
+
+def test_an_edit_that_loses_every_race_writes_nothing_and_says_so() -> None:
+    """Contention is a lost precondition, not an unavailable store: before each ``If-Match``
+    PUT another writer edits the file, so after ``edit_attempts`` tries the edit gives up,
+    and the file is as the other writer left it."""
+    from s3memory import InMemoryStore, KeyCache, PreconditionFailedError, StorageUnavailableError, open_memory
+    from s3memory.stores import DelegatingStore
+
+    inner = InMemoryStore()
+    options = {"user_id": "alice", "master_key": bytes(range(32)), "key_cache": KeyCache()}
+    other = open_memory(store=inner, **options)  # type: ignore[arg-type]
+    other.create("/memories/a.md", "one\n")
+    between: list[int] = []
+
+    class RacingStore(DelegatingStore):
+        def put(self, key, body, metadata, *, if_match=None, if_none_match=False):  # type: ignore[no-untyped-def,override]
+            if if_match is not None:  # the other writer gets there first, every time
+                between.append(len(between))
+                other.insert("/memories/a.md", 0, f"other {len(between)}")
+            return self.inner.put(key, body, metadata, if_match=if_match, if_none_match=if_none_match)
+
+    memory = open_memory(store=RacingStore(inner), limits=Limits(edit_attempts=3), **options)  # type: ignore[arg-type]
+    with pytest.raises(PreconditionFailedError) as info:
+        memory.str_replace("/memories/a.md", "one", "two")
+    assert not isinstance(info.value, StorageUnavailableError)
+    assert str(info.value) == (
+        "Error: /memories/a.md is being changed by others at the same time; the edit was not applied. Try again."
+    )
+    assert len(between) == 3
+    assert other.read_text("/memories/a.md") == "other 3\nother 2\nother 1\none\n"
