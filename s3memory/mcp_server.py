@@ -27,10 +27,11 @@ message) at a time and at most :data:`MAX_MESSAGE_BYTES` of it, and a line that 
 UTF-8 or JSON gets a JSON-RPC ``-32700`` Parse error, a line of JSON that is no valid message
 (a scalar, a batch, a request without ``jsonrpc``, with an id that is neither a string nor an
 integer, ...) or a longer line gets ``-32600`` Invalid Request. The error carries the request's
-id when it can be read from the line (see :func:`_request_id`), ``null`` otherwise; the line
-is logged (without its content) and the server goes on with the next one. Blank lines are no
-messages and are skipped. Valid messages go on to the mcp package's server, as with its own
-stdio transport, which still writes stdout.
+id when it can be read from the line (see :func:`~s3memory._jsonrpc._request_id`), ``null``
+otherwise; the line is logged (without its content) and the server goes on with the next one.
+Blank lines are no messages and are skipped. Valid messages go on to the mcp package's server,
+as with its own stdio transport, which still writes stdout. What a line is, message or
+refusal, is decided in ``_jsonrpc``; reading stdin and serving are here.
 
 ``mcp`` is an optional extra (``pip install 's3memory[mcp]'``): it is imported only inside
 the functions below, so importing this module never fails and never loads it. stdout is the
@@ -40,9 +41,7 @@ every command runs in a worker thread because :class:`EncryptedMemory` blocks on
 """
 
 import functools
-import json
 import logging
-import re
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -50,13 +49,15 @@ from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from ._config import Settings
 from ._errors import ConfigurationError, S3MemoryError
+from ._jsonrpc import _refusal, _too_large, _triage
+from ._jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
 from ._memory import EncryptedMemory
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
     from mcp.server.mcpserver import MCPServer
     from mcp.shared.message import SessionMessage
-    from mcp.types import CallToolResult, JSONRPCError, JSONRPCMessage, RequestId
+    from mcp.types import CallToolResult
 
 log = logging.getLogger("s3memory")
 
@@ -88,7 +89,6 @@ read on in chunks and dropped, never held whole, and answered with ``-32600`` In
 Request."""
 
 _DISCARD_CHUNK = 1024 * 1024  # an overlong line is skipped this many bytes at a time
-_ID_SCAN_CHARS = 64 * 1024  # _request_id looks only this far into a line
 
 
 def _require_mcp() -> None:
@@ -223,139 +223,6 @@ def build_server(open_memory: Callable[[], EncryptedMemory]) -> "MCPServer[Any]"
         return await run(lambda m: m.rename(old_path, new_path))
 
     return server
-
-
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
-_STRING_OR_BRACKET = re.compile(r'["\[\]{}]')
-_SCALARS = json.JSONDecoder()  # used on scalars only: raw_decode never recurses on those
-
-
-def _skip_space(text: str, index: int) -> int:
-    match = _JSON_SPACE.match(text, index)
-    assert match is not None  # the pattern matches the empty string
-    return match.end()
-
-
-def _skip_container(text: str, index: int) -> int:
-    """The index after the array or object that starts at ``text[index]``, in a loop (no recursion).
-
-    Lenient (brackets are counted, not matched): only :func:`_request_id` uses it.
-
-    Raises:
-        ValueError: the text ends before the container (or a string in it) does.
-    """
-    depth = 0
-    while match := _STRING_OR_BRACKET.search(text, index):
-        char = match.group()
-        if char == '"':
-            _, index = _SCALARS.raw_decode(text, match.start())
-            continue
-        index = match.end()
-        depth += 1 if char in "[{" else -1
-        if depth == 0:
-            return index
-    raise ValueError("unterminated container")
-
-
-def _valid_id(value: object) -> "RequestId | None":
-    """``value`` if it can be a request's id (a string or an integer, not a boolean), else None."""
-    return value if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)) else None
-
-
-def _request_id(text: str) -> "RequestId | None":
-    """The id of the JSON-RPC request that ``text`` holds, also where a parser gives up on it; or None.
-
-    Reads the members of the top-level object only, in time linear in the text and without
-    recursion (a nested value is skipped by counting its brackets), so it also reads a message
-    that is truncated, cut at :data:`MAX_MESSAGE_BYTES`, nested too deeply or followed by
-    garbage, as far as its top level is sound; and looks no further than ``_ID_SCAN_CHARS``
-    characters. An id counts only once it is followed by ``,`` or ``}`` (a number cut short is
-    no id), only if it is a string or an integer, and only if the object has a ``method``
-    member too: that makes it a request, while the id of a *response* (which has none) is one
-    of the client's own ids and must never be answered.
-    """
-    text = text[:_ID_SCAN_CHARS]
-    found: object = None
-    is_request = False
-    try:
-        index = _skip_space(text, 0)
-        if text[index] != "{":
-            return None
-        index = _skip_space(text, index + 1)
-        while text[index] != "}":
-            if text[index] != '"':
-                break
-            key, index = _SCALARS.raw_decode(text, index)
-            index = _skip_space(text, index)
-            if text[index] != ":":
-                break
-            index = _skip_space(text, index + 1)
-            if text[index] in "[{":
-                value, index = None, _skip_container(text, index)
-            else:
-                value, index = _SCALARS.raw_decode(text, index)
-            index = _skip_space(text, index)
-            if text[index] not in ",}":
-                break
-            if key == "id":
-                found = value
-            is_request = is_request or key == "method"
-            if text[index] == ",":
-                index = _skip_space(text, index + 1)
-    except (ValueError, IndexError):  # the text ends or breaks off (json.JSONDecodeError is a ValueError)
-        pass
-    return _valid_id(found) if is_request else None
-
-
-def _refusal(code: int, message: str, request_id: "RequestId | None") -> "JSONRPCError":
-    from mcp.types import ErrorData, JSONRPCError
-
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
-
-
-def _triage(line: bytes) -> "tuple[JSONRPCMessage | None, list[JSONRPCError]]":
-    """The message on one line of stdin, or the error responses that refuse the line.
-
-    Neither for a blank line, which is no message. A batch (MCP has none since 2025-06-18) is
-    refused as a whole, with one refusal for each request in it (a client that still sends
-    batches waits on those ids), or one with a ``null`` id if it holds no request.
-    """
-    from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCNotification, jsonrpc_message_adapter
-    from pydantic import ValidationError
-    from pydantic_core import from_json
-
-    if not line.strip():
-        return None, []
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        request_id = _request_id(line.decode("utf-8", "replace"))
-        return None, [_refusal(PARSE_ERROR, "Parse error: the message is not valid UTF-8", request_id)]
-    try:
-        message = jsonrpc_message_adapter.validate_json(text, by_name=False)  # as the mcp package's stdio does
-        # a member "id" that is neither a string nor an integer: pydantic read a notification
-        if not (isinstance(message, JSONRPCNotification) and "id" in from_json(text)):
-            return message, []
-    except ValidationError as exc:
-        if any(error["type"] == "json_invalid" for error in exc.errors(include_url=False, include_input=False)):
-            reason = "Parse error: the message is not valid JSON (or is nested too deeply)"
-            return None, [_refusal(PARSE_ERROR, reason, _request_id(text))]
-        parsed = from_json(text)  # valid JSON, as pydantic has just found
-        if isinstance(parsed, list):
-            reason = "Invalid Request: JSON-RPC batches are not supported; send one message per line"
-            ids = [_valid_id(item.get("id")) for item in parsed if isinstance(item, dict) and "method" in item]
-            refusals = [_refusal(INVALID_REQUEST, reason, request_id) for request_id in ids if request_id is not None]
-            return None, refusals or [_refusal(INVALID_REQUEST, reason, None)]
-    reason = "Invalid Request: not a valid JSON-RPC 2.0 request, notification or response"
-    return None, [_refusal(INVALID_REQUEST, reason, _request_id(text))]
-
-
-def _too_large(start: bytes, max_message_bytes: int) -> "JSONRPCError":
-    """The refusal of a line longer than ``max_message_bytes`` that begins with ``start``."""
-    from mcp.types import INVALID_REQUEST
-
-    reason = f"Invalid Request: the message is larger than {max_message_bytes:,} bytes, the most this server reads"
-    return _refusal(INVALID_REQUEST, reason, _request_id(start[:_ID_SCAN_CHARS].decode("utf-8", "replace")))
 
 
 async def _read_stdin(

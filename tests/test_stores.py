@@ -3,10 +3,15 @@ ships: in-memory, local directory, S3 (moto), a real radosgw (when one runs) and
 ``DelegatingStore``; then what is particular to one store.
 
 A store that cannot pass a test declares it in ``lacks``; it never gets a copy of its own.
+The test still runs, as a strict expected failure: should it pass, the declaration is stale
+and the test fails.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -84,6 +89,53 @@ class TestRadosgwStore(S3Contract):
     @pytest.fixture
     def store(self, rgw_client: Any) -> ObjectStore:
         return S3Store(rgw_client.s3memory_test_bucket, rgw_client)
+
+
+# --- the contract's own ---------------------------------------------------------------------
+
+STALE_DECLARATION = """
+import pytest
+
+from s3memory.stores import InMemoryStore
+from s3memory.testing import ObjectStoreContract
+
+
+class TestStale(ObjectStoreContract):
+    lacks = {"delete_if_match": "declared, though the in-memory store has it"}
+
+    @pytest.fixture
+    def store(self):
+        return InMemoryStore()
+"""
+
+
+def test_a_stale_declaration_of_a_gap_fails(tmp_path: Path) -> None:
+    """A store declaring a capability it has: the test of that capability runs, passes, and
+    so fails as a strict expected failure, whose report says the declaration is stale; the
+    other tests are untouched."""
+    (tmp_path / "test_stale.py").write_text(STALE_DECLARATION)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:randomly", "test_stale.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    outcomes = {
+        line.split()[0].rsplit("::", 1)[1]: line.split()[1]
+        for line in result.stdout.splitlines()
+        if line.startswith("test_stale.py::TestStale::")
+    }
+    assert outcomes.pop("test_conditional_delete_keeps_changed_objects") == "FAILED", output
+    assert outcomes and set(outcomes.values()) == {"PASSED"}, output
+    assert (
+        "[XPASS(strict)] the store lacks delete_if_match: declared, though the in-memory store has it "
+        "(strict: should this test pass, the declaration in TestStale.lacks is stale)"
+    ) in result.stdout, output
 
 
 # --- one store's own ------------------------------------------------------------------------
