@@ -67,6 +67,11 @@ cache entry expires. In KMS-per-object mode there is no per-tenant key to destro
 objects are deleted (every version), but the data is not crypto-shredded (any copy stays
 decryptable by whoever may use the KMS key under the tenant's encryption context); the
 report says ``shredded=False``.
+
+Longer than most modules, and kept whole: the three operations act on the same two things
+(the tenant key document and every object wrapped under it), share the request counting
+and the resumable re-wrap of objects, and their crash-safety arguments (above) only hold
+read together: each must leave the others a state they can resume from.
 """
 
 from __future__ import annotations

@@ -35,6 +35,11 @@ broad; the key is administered by another principal that cannot use it.
 What this does not defend: the agent role chooses the user, so code running as the agent
 role (a compromised function) can still assume any user's session. Use
 :func:`iam_policy` with a literal ``tenant`` for a process that serves a single user.
+
+Longer than most modules, and kept whole: the documents are one deployment (the session
+policy, the key policy, the trust policy and the bucket's lifecycle refer to one another's
+tags, prefixes and contexts), built from one set of validated inputs, and reviewed
+together against AWS's evaluation rules (``tests/test_policy.py`` evaluates them as one).
 """
 
 from __future__ import annotations

@@ -7,10 +7,8 @@ cannot collide, and with encrypted names no command but ``create`` writes the na
 
 from __future__ import annotations
 
-import ast
 import hashlib
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -169,73 +167,3 @@ def test_the_name_cipher_is_what_the_layout_asks_for() -> None:
     assert set(members) >= {"seal", "open", "too_long_name", "path_tag", "key_exists"}
     for name in members:
         assert hasattr(NameCipher, name), name
-
-
-# -- the package's import graph ------------------------------------------------------------
-PACKAGE = Path(s3memory.__file__).parent
-
-
-def import_graph() -> dict[str, set[str]]:
-    """Each module of the package and the modules of the package it imports: at the top, in
-    a function (lazily) or for type checking only, so that no cycle hides in any of them."""
-    modules = {}
-    for file in PACKAGE.rglob("*.py"):
-        parts = file.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        modules[name] = file
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, file in modules.items():
-        package = name if file.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                for alias in node.names:
-                    submodule = f"{target}.{alias.name}"
-                    imported = submodule if submodule in modules else target
-                    if imported in modules and imported != name:
-                        graph[name].add(imported)
-            elif isinstance(node, ast.Import):
-                graph[name].update(a.name for a in node.names if a.name in modules and a.name != name)
-    return graph
-
-
-def first_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """A cycle of ``graph`` (its modules in order, the first repeated last), or ``None``."""
-    visiting: list[str] = []
-    done: set[str] = set()
-
-    def visit(module: str) -> list[str] | None:
-        if module in done:
-            return None
-        if module in visiting:
-            return [*visiting[visiting.index(module) :], module]
-        visiting.append(module)
-        for imported in sorted(graph[module]):
-            cycle = visit(imported)
-            if cycle is not None:
-                return cycle
-        visiting.pop()
-        done.add(module)
-        return None
-
-    return next((cycle for cycle in map(visit, sorted(graph)) if cycle is not None), None)
-
-
-def test_the_package_has_no_import_cycle() -> None:
-    graph = import_graph()
-    assert {"s3memory._layout", "s3memory._paths", "s3memory._names"} <= graph.keys()
-    assert "s3memory._names" not in graph["s3memory._layout"] | graph["s3memory._paths"]
-    assert first_cycle(graph) is None
-
-
-def test_the_cycle_check_finds_a_cycle() -> None:
-    """The check above can fail: modules that import each other, even lazily, are caught."""
-    graph = import_graph()
-    graph["s3memory._paths"].add("s3memory._names")  # what _paths did, for type checking, before
-    cycle = first_cycle(graph)
-    assert cycle is not None and cycle[0] == cycle[-1]
-    assert {"s3memory._paths", "s3memory._names"} <= set(cycle)
