@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import ENV_NAMES
 
+import s3memory._cli_bulk as cli_bulk_module
 import s3memory.cli as cli_module
 from s3memory import EncryptedMemory, InvalidPathError, S3MemoryError, Settings, StorageError
 from s3memory._memory import FileEntry
@@ -359,7 +360,7 @@ def test_import_never_follows_a_symlink_swapped_in_after_the_walk(
     (outside / "a.md").write_text("OUTSIDE SECRET\n")
     (outside / "b.md").write_text("OUTSIDE SECRET\n")
     opened: list[tuple[int, int]] = []
-    real_open, real_bulk = os.open, cli_module._bulk
+    real_open, real_bulk = os.open, cli_bulk_module._bulk
 
     def recording_open(*args: Any, **kwargs: Any) -> int:
         fd = real_open(*args, **kwargs)
@@ -380,7 +381,7 @@ def test_import_never_follows_a_symlink_swapped_in_after_the_walk(
         return real_bulk(*args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(cli_module, "_bulk", swap_then_bulk)
+        patch.setattr(cli_bulk_module, "_bulk", swap_then_bulk)
         result = run("import", str(source))
     assert result.exit_code == EXIT_REFUSED
     assert "Traceback" not in result.output and "OUTSIDE" not in result.output
