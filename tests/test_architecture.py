@@ -110,3 +110,12 @@ def test_a_long_module_says_why_it_is_one_module() -> None:
 def test_the_size_rule_sees_the_long_modules(module: str) -> None:
     """The rule above can fail: it finds the modules that are long today."""
     assert module in modules_over_the_limit()
+
+
+def test_the_readme_architecture_names_every_module() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Architecture") :]
+    section = section[: section.index("\n## ")] if "\n## " in section else section
+    modules = {f.stem for f in PACKAGE.rglob("*.py") if f.stem not in ("__init__", "__main__")}
+    missing = sorted(m for m in modules if f"`{m}`" not in section and f"({m})" not in section)
+    assert missing == []
