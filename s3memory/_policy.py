@@ -19,7 +19,8 @@ Two roles:
   the tag ``s3memory-user`` with a value that passes the user-id checks IAM can express
   (:func:`trust_policy`). Its permissions (:func:`iam_policy`) name the tenant as the
   policy variable ``${aws:PrincipalTag/s3memory-user}``: S3 objects under the tenant's two
-  sub-prefixes ``{prefix}{user}/memories/`` and ``{prefix}{user}/.s3memory/`` only,
+  sub-prefixes ``{prefix}{user}/memories/`` and ``{prefix}{user}/.s3memory/`` only, and
+  their versions (history: listed and read; deleted for good only with ``allow_erase``),
   listings of those only, and KMS only with the encryption context ``s3memory:tenant``
   equal to the tag and ``s3memory:prefix``, when present, equal to the deployment's prefix.
 
@@ -300,6 +301,11 @@ def iam_policy(
     ``{prefix}{tenant}/memories/`` and ``{prefix}{tenant}/.s3memory/``: objects under
     them, and listings whose ``s3:prefix`` is one of them or lies below one. Nothing else
     under ``{prefix}{tenant}/`` (where another deployment's prefix could begin) is granted.
+    History is granted as the objects are: reading a version (``s3:GetObjectVersion``) and
+    listing versions (``s3:ListBucketVersions``) of those objects only, and whether the
+    bucket keeps versions (``s3:GetBucketVersioning``, the bucket's one setting); deleting a
+    version for good (``s3:DeleteObjectVersion``, to redact history or erase a user) only
+    with ``allow_erase``.
 
     Args:
         bucket: the memory bucket.
@@ -318,9 +324,11 @@ def iam_policy(
             aws:x-amz-cek-alg=115}``. ``s3memory:prefix`` is the deployment's prefix
             (``/`` for the empty one) when present; contexts without it (what s3memory
             wrote before it bound the deployment) are accepted too.
-        allow_erase: also allow listing and deleting object versions under the tenant's
-            sub-prefixes, to erase a user from a versioned bucket. For an administrative
-            role, not for the role agents run as.
+        allow_erase: also allow deleting object versions for good under the tenant's
+            sub-prefixes: to erase a user from a versioned bucket, or to redact one version
+            of a file from its history. A role with it can destroy the history that lets a
+            user restore what was overwritten or deleted: for an administrative role, not
+            for the role agents run as.
         partition: the AWS partition of the ARNs.
 
     Raises:
@@ -342,41 +350,48 @@ def iam_policy(
         {
             # GetObject also authorises HeadObject and the source of CopyObject; PutObject the
             # destination of CopyObject; DeleteObject each key of DeleteObjects;
-            # PutObjectTagging a PUT with tags (access markers).
+            # PutObjectTagging a PUT with tags (access markers); GetObjectVersion a GET or
+            # HEAD of one version (history).
             "Sid": "TenantObjects",
             "Effect": "Allow",
-            "Action": ["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+            "Action": [
+                "s3:GetObject",
+                "s3:GetObjectVersion",
+                "s3:PutObject",
+                "s3:PutObjectTagging",
+                "s3:DeleteObject",
+            ],
             "Resource": tenant_objects,
         },
         {
+            # ListBucketVersions: ListObjectVersions (history), under the same prefixes.
             "Sid": "ListTenantPrefix",
             "Effect": "Allow",
-            "Action": "s3:ListBucket",
+            "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
             "Resource": bucket_arn,
             "Condition": list_condition,
         },
     ]
-    if allow_erase:
-        statements += [
-            {
-                "Sid": "ListTenantVersions",
-                "Effect": "Allow",
-                "Action": "s3:ListBucketVersions",
-                "Resource": bucket_arn,
-                "Condition": list_condition,
-            },
-            {
-                "Sid": "EraseTenantVersions",
-                "Effect": "Allow",
-                "Action": "s3:DeleteObjectVersion",
-                "Resource": tenant_objects,
-            },
-        ]
     if kms_key_arn is not None:
         key_partition = _arn(kms_key_arn, _KMS_KEY_ARN_RE, "kms_key_arn").group(1)
         if key_partition != partition:
             raise ConfigurationError(f"kms_key_arn {kms_key_arn!r} is not in the partition {partition!r}")
         statements += _kms_statements(tenant, prefix, key_mode, kms_key_arn)
+    # Whether the bucket keeps versions (S3Store.keeps_versions): the bucket's setting, the
+    # same for every tenant, and no tenant's data.
+    statements.append(
+        {"Sid": "BucketVersioning", "Effect": "Allow", "Action": "s3:GetBucketVersioning", "Resource": bucket_arn}
+    )
+    if allow_erase:
+        statements.append(
+            {
+                # DeleteObject with a VersionId, and each versioned key of DeleteObjects.
+                "Sid": "EraseTenantVersions",
+                "Effect": "Allow",
+                "Action": "s3:DeleteObjectVersion",
+                "Resource": tenant_objects,
+            }
+        )
     statements.append(
         {
             "Sid": "DenyInsecureTransport",

@@ -92,21 +92,28 @@ def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
     assert all(s["Effect"] == "Allow" and s["Resource"] != "*" for s in agent)
     (assume,) = [s for s in agent if "sts:AssumeRole" in as_list(s["Action"])]
     assert assume["Resource"] == {"Fn::GetAtt": ["MemoryRole", "Arn"]}
-    # The memory role: only the tagged user's objects, listing and KMS context.
+    # The memory role: only the tagged user's objects, listing and KMS context; reading
+    # history (versions, and whether the bucket keeps them) but never deleting a version.
     memory = role_statements(template, "MemoryRole")
     grants = [s for s in memory if s["Effect"] == "Allow"]
     assert {a for s in grants for a in as_list(s["Action"])} == {
         "s3:GetObject",
+        "s3:GetObjectVersion",
         "s3:PutObject",
         "s3:PutObjectTagging",
         "s3:DeleteObject",
         "s3:ListBucket",
+        "s3:ListBucketVersions",
+        "s3:GetBucketVersioning",
         "kms:Encrypt",
         "kms:Decrypt",
     }
     tag = "${aws:PrincipalTag/s3memory-user}"
     for statement in grants:
         assert statement["Resource"] != "*"
+        if statement["Action"] == "s3:GetBucketVersioning":  # the bucket's own setting, no user's data
+            assert statement["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:s3:::${MemoryBucket}"}
+            continue
         assert tag in json.dumps(statement).replace("${!", "${"), statement["Sid"]  # scoped to the user
     assert {s["Sid"] for s in memory if s["Effect"] == "Deny"} == {"DenyInsecureTransport", "DenyUntaggedSessions"}
     trust = roles["MemoryRole"]["AssumeRolePolicyDocument"]["Statement"]

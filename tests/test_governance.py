@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -209,9 +210,12 @@ def test_expiry_finds_deletes_and_keeps_what_was_used() -> None:
     assert {s.size for s in stale} == {len("read.md"), len("unread.md"), len("d/unread2.md")}
     # a read (recorded by its marker) keeps a file fresh; pretend the others were written long ago
     memory.view("/memories/read.md")
-    for key, obj in list(store._objects.items()):
+    for key, versions in list(store._versions.items()):  # the in-memory store's own clock, turned back
         if ACCESS_MARKERS not in key:
-            store._objects[key] = type(obj)(obj.body, obj.etag, obj.metadata, now - 40 * DAY)
+            latest = versions[-1]
+            assert latest.stored is not None
+            backdated = dataclasses.replace(latest.stored, last_modified=now - 40 * DAY)
+            versions[-1] = dataclasses.replace(latest, stored=backdated, last_modified=now - 40 * DAY)
     report = expire_memories(memory, older_than_days=30, now=now)
     assert [s.path for s in report.stale] == ["/memories/d/unread2.md", "/memories/unread.md"]
     assert report.deleted == []  # listing only, for review

@@ -34,6 +34,7 @@ from s3memory._policy import (
     session_tags,
     trust_policy,
 )
+from s3memory.stores import S3Store
 
 ACCOUNT = "123456789012"
 MEMORY_ROLE = f"arn:aws:iam::{ACCOUNT}:role/s3memory-memory"
@@ -238,7 +239,10 @@ def role_policy() -> dict[str, Any]:
     return iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN)
 
 
-@pytest.mark.parametrize("action", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging"])
+OBJECT_ACTIONS = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging"]
+
+
+@pytest.mark.parametrize("action", OBJECT_ACTIONS)
 @pytest.mark.parametrize(
     "key",
     ["alice/memories/x", "alice/memories/a/b.md", "alice/.s3memory/tenant-key", "alice/.s3memory/access/0af3"],
@@ -247,7 +251,7 @@ def test_a_session_tagged_alice_may_touch_alices_objects(role_policy: dict[str, 
     assert allowed(role_policy, Request(action, obj(key), session("alice")))
 
 
-@pytest.mark.parametrize("action", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:PutObjectTagging"])
+@pytest.mark.parametrize("action", [*OBJECT_ACTIONS, "s3:DeleteObjectVersion"])
 @pytest.mark.parametrize(
     "key",
     [
@@ -267,11 +271,13 @@ def test_a_session_tagged_alice_may_touch_alices_objects(role_policy: dict[str, 
 )
 def test_and_nobody_elses(role_policy: dict[str, Any], action: str, key: str) -> None:
     assert decide(role_policy, Request(action, obj(key), session("alice"))) == "ImplicitDeny"
+    erase = iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, allow_erase=True)
+    assert decide(erase, Request(action, obj(key), session("alice"))) == "ImplicitDeny"
 
 
 @pytest.mark.parametrize(
     "action",
-    ["s3:GetObjectVersion", "s3:DeleteObjectVersion", "s3:PutObjectAcl", "s3:GetObjectAcl", "s3:RestoreObject"],
+    ["s3:DeleteObjectVersion", "s3:PutObjectAcl", "s3:GetObjectAcl", "s3:RestoreObject", "s3:PutObjectVersionTagging"],
 )
 def test_other_object_actions_are_denied_even_on_alices_objects(role_policy: dict[str, Any], action: str) -> None:
     assert not allowed(role_policy, Request(action, obj("alice/memories/x"), session("alice")))
@@ -280,15 +286,29 @@ def test_other_object_actions_are_denied_even_on_alices_objects(role_policy: dic
 @pytest.mark.parametrize(
     "action",
     [
-        "s3:ListBucketVersions",
         "s3:DeleteBucket",
         "s3:PutBucketPolicy",
         "s3:GetBucketPolicy",
         "s3:PutLifecycleConfiguration",
+        "s3:PutBucketVersioning",  # suspending versioning would stop history for every tenant
+        "s3:GetLifecycleConfiguration",
+        "s3:ListBucketMultipartUploads",
     ],
 )
 def test_bucket_actions_other_than_listing_are_denied(role_policy: dict[str, Any], action: str) -> None:
-    assert not allowed(role_policy, Request(action, BUCKET_ARN, session("alice", **{"s3:prefix": "alice/"})))
+    for prefix in ("alice/", "alice/memories/"):
+        assert not allowed(role_policy, Request(action, BUCKET_ARN, session("alice", **{"s3:prefix": prefix})))
+
+
+def test_any_tagged_session_may_ask_whether_the_bucket_keeps_versions(role_policy: dict[str, Any]) -> None:
+    """GetBucketVersioning (S3Store.keeps_versions): the bucket's one setting, no tenant's data."""
+    for user in ("alice", "bob"):
+        assert allowed(role_policy, Request("s3:GetBucketVersioning", BUCKET_ARN, session(user)))
+    assert decide(role_policy, Request("s3:GetBucketVersioning", BUCKET_ARN, session(None))) == "Deny"
+    insecure = session("alice", **{"aws:SecureTransport": "false"})
+    assert decide(role_policy, Request("s3:GetBucketVersioning", BUCKET_ARN, insecure)) == "Deny"
+    other = "arn:aws:s3:::another-bucket"
+    assert not allowed(role_policy, Request("s3:GetBucketVersioning", other, session("alice")))
 
 
 @pytest.mark.parametrize(
@@ -302,7 +322,8 @@ def test_bucket_actions_other_than_listing_are_denied(role_policy: dict[str, Any
     ],
 )
 def test_alice_may_list_under_her_prefix(role_policy: dict[str, Any], prefix: str) -> None:
-    assert allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, session("alice", **{"s3:prefix": prefix})))
+    for action in ("s3:ListBucket", "s3:ListBucketVersions"):  # objects, and their versions
+        assert allowed(role_policy, Request(action, BUCKET_ARN, session("alice", **{"s3:prefix": prefix})))
 
 
 @pytest.mark.parametrize(
@@ -313,7 +334,8 @@ def test_alice_may_not_list_anything_else(role_policy: dict[str, Any], prefix: s
     """``alice`` without the slash would list ``alice2``'s keys too; no prefix lists the bucket;
     ``alice/`` itself would list whatever another deployment keeps under ``alice/``."""
     context = session("alice") if prefix is None else session("alice", **{"s3:prefix": prefix})
-    assert not allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, context))
+    for action in ("s3:ListBucket", "s3:ListBucketVersions"):
+        assert not allowed(role_policy, Request(action, BUCKET_ARN, context))
 
 
 def test_no_deployment_reaches_into_another_deployment_under_a_users_name() -> None:
@@ -326,6 +348,7 @@ def test_no_deployment_reaches_into_another_deployment_under_a_users_name() -> N
     nested_keys = ["app/x/memories/a.md", "app/x/.s3memory/tenant-key", "app/x/.s3memory/access/0af3", "app/bob/m"]
     object_actions = [
         "s3:GetObject",
+        "s3:GetObjectVersion",
         "s3:PutObject",
         "s3:PutObjectTagging",
         "s3:DeleteObject",
@@ -343,7 +366,8 @@ def test_no_deployment_reaches_into_another_deployment_under_a_users_name() -> N
             for action in object_actions:
                 assert not allowed(nested, Request(action, obj(key), session(user)))
         for listed in ("app/memories/", "app/.s3memory/", "app/"):
-            assert not allowed(nested, Request("s3:ListBucket", BUCKET_ARN, session(user, **{"s3:prefix": listed})))
+            for action in ("s3:ListBucket", "s3:ListBucketVersions"):
+                assert not allowed(nested, Request(action, BUCKET_ARN, session(user, **{"s3:prefix": listed})))
     # each still reaches its own
     assert allowed(root, Request("s3:GetObject", obj("app/memories/a.md"), session("app")))
     assert allowed(nested, Request("s3:GetObject", obj("app/x/memories/a.md"), session("x")))
@@ -360,10 +384,18 @@ def test_no_deployment_reaches_into_another_deployment_under_a_users_name() -> N
 
 
 def test_a_session_tagged_bob_gets_nothing_of_alices(role_policy: dict[str, Any]) -> None:
-    assert not allowed(role_policy, Request("s3:GetObject", obj("alice/memories/x"), session("bob")))
-    listing = session("bob", **{"s3:prefix": "alice/memories/"})
-    assert not allowed(role_policy, Request("s3:ListBucket", BUCKET_ARN, listing))
+    """Nor of her history: her versions are neither listed, read nor deleted."""
+    erase = iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, allow_erase=True)
+    for policy in (role_policy, erase):
+        for action in [*OBJECT_ACTIONS, "s3:DeleteObjectVersion"]:
+            assert not allowed(policy, Request(action, obj("alice/memories/x"), session("bob")))
+            assert not allowed(policy, Request(action, obj("alice/.s3memory/tenant-key"), session("bob")))
+        for prefix in ("alice/memories/", "alice/.s3memory/", "alice/memories/x"):
+            listing = session("bob", **{"s3:prefix": prefix})
+            for action in ("s3:ListBucket", "s3:ListBucketVersions"):
+                assert not allowed(policy, Request(action, BUCKET_ARN, listing))
     assert allowed(role_policy, Request("s3:GetObject", obj("bob/memories/x"), session("bob")))
+    assert allowed(role_policy, Request("s3:GetObjectVersion", obj("bob/memories/x"), session("bob")))
 
 
 def test_an_untagged_session_is_explicitly_denied(role_policy: dict[str, Any]) -> None:
@@ -677,14 +709,15 @@ def test_a_literal_tenant_needs_no_tag() -> None:
     assert not allowed(policy, kms_request("kms:Decrypt", kms_context("bob"), None, MEMORY_ROLE))
 
 
-def test_erasing_versions_is_an_opt_in() -> None:
+def test_deleting_versions_for_good_is_an_opt_in() -> None:
+    """History is listed and read by default; deleting a version for good (erasure, or
+    redacting a version) needs allow_erase."""
     versions = session("alice", **{"s3:prefix": "alice/memories/"})
     for policy, expected in ((iam_policy(bucket=BUCKET), False), (iam_policy(bucket=BUCKET, allow_erase=True), True)):
-        assert allowed(policy, Request("s3:ListBucketVersions", BUCKET_ARN, versions)) is expected
-        assert (
-            allowed(policy, Request("s3:DeleteObjectVersion", obj("alice/.s3memory/tenant-key"), session("alice")))
-            is expected
-        )
+        assert allowed(policy, Request("s3:ListBucketVersions", BUCKET_ARN, versions))
+        assert allowed(policy, Request("s3:GetObjectVersion", obj("alice/memories/x"), session("alice")))
+        for key in ("alice/.s3memory/tenant-key", "alice/memories/x"):
+            assert allowed(policy, Request("s3:DeleteObjectVersion", obj(key), session("alice"))) is expected
     admin = iam_policy(bucket=BUCKET, allow_erase=True)
     assert not allowed(admin, Request("s3:DeleteObjectVersion", obj("bob/.s3memory/tenant-key"), session("alice")))
     for prefix in ("", "alice/"):
@@ -707,22 +740,29 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], key_arn: 
         context["kms:EncryptionContextKeys"] = list(params.get("EncryptionContext", {}))
         return [Request(f"kms:{operation}", key_arn, context)]
     assert params["Bucket"] == BUCKET
-    if operation in ("GetObject", "HeadObject"):
-        return [Request("s3:GetObject", obj(params["Key"]))]
+    if operation in ("GetObject", "HeadObject"):  # of one version: GetObjectVersion
+        return [Request("s3:GetObjectVersion" if "VersionId" in params else "s3:GetObject", obj(params["Key"]))]
     if operation == "PutObject":
         tagging = [Request("s3:PutObjectTagging", obj(params["Key"]))] if params.get("Tagging") else []
         return [Request("s3:PutObject", obj(params["Key"])), *tagging]
     if operation == "CopyObject":
-        source = params["CopySource"]
-        source_key = source["Key"] if isinstance(source, dict) else source.split("/", 1)[1]
-        return [Request("s3:GetObject", obj(source_key)), Request("s3:PutObject", obj(params["Key"]))]
+        source = params["CopySource"]  # {"Bucket", "Key"[, "VersionId"]}, or "bucket/key[?versionId=...]"
+        if isinstance(source, str):
+            from urllib.parse import unquote
+
+            path, _, query = source.partition("?versionId=")
+            source = {"Key": unquote(path.split("/", 1)[1]), **({"VersionId": query} if query else {})}
+        read = "s3:GetObjectVersion" if "VersionId" in source else "s3:GetObject"
+        return [Request(read, obj(source["Key"])), Request("s3:PutObject", obj(params["Key"]))]
     if operation == "DeleteObjects":
         deletes = params["Delete"]["Objects"]
         return [
             Request("s3:DeleteObjectVersion" if "VersionId" in o else "s3:DeleteObject", obj(o["Key"])) for o in deletes
         ]
     if operation == "DeleteObject":
-        return [Request("s3:DeleteObject", obj(params["Key"]))]
+        return [Request("s3:DeleteObjectVersion" if "VersionId" in params else "s3:DeleteObject", obj(params["Key"]))]
+    if operation == "GetBucketVersioning":
+        return [Request("s3:GetBucketVersioning", BUCKET_ARN)]
     if operation in ("ListObjectsV2", "ListObjectVersions"):
         context = {"s3:prefix": params["Prefix"]} if "Prefix" in params else {}
         action = "s3:ListBucket" if operation == "ListObjectsV2" else "s3:ListBucketVersions"
@@ -828,15 +868,23 @@ def judge(
     recorded: list[tuple[str, str, dict[str, Any]]], documents: dict[str, dict[str, Any]], key_arn: str, user: str
 ) -> set[bool]:
     """Whether each recorded call is allowed to the memory role's session tagged ``user``
-    (a KMS call needs the role policy and the key policy)."""
+    (a KMS call needs the role policy and the key policy). A request about the bucket
+    itself, the same for every tenant (whether it keeps versions), is allowed to any user's
+    session, and is not among the verdicts."""
     role, key = documents["memory-role-policy"], documents["kms-key-policy"]
     verdicts = set()
     for service, operation, params in recorded:
         for request in iam_requests(service, operation, params, key_arn):
             request.context.update(session(user))
             request.principal = MEMORY_ROLE
+            if request.action in BUCKET_WIDE:
+                assert allowed(role, request), request
+                continue
             verdicts.add(allowed(role, request) and (service != "kms" or allowed(key, request)))
     return verdicts
+
+
+BUCKET_WIDE = {"s3:GetBucketVersioning"}
 
 
 def test_key_rotation_and_erasure_need_the_erase_option(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
@@ -862,10 +910,72 @@ def test_key_rotation_and_erasure_need_the_erase_option(s3_client: Any, kms_clie
     recorded.clear()
     lifecycle.erase_tenant(memory)
     assert {"ListObjectVersions", "DeleteObjects"} <= {operation for _, operation, _ in recorded}
-    assert judge(recorded, agent, kms_key_id, "alice") == {False}  # the agent role may not erase at all
+    deletes = [call for call in recorded if call[1] == "DeleteObjects"]
+    assert judge(deletes, agent, kms_key_id, "alice") == {False}  # the agent role may list versions, not erase
     assert judge(recorded, admin, kms_key_id, "alice") == {True}
     assert judge(recorded, admin, kms_key_id, "bob") == {False}
     assert "Versions" not in s3_client.list_object_versions(Bucket=BUCKET, Prefix="alice/")
+
+
+def test_every_request_of_history_is_allowed_for_its_user_only(s3_client: Any, kms_key_id: str) -> None:
+    """What the version verbs of S3Store send, on a versioned bucket: asking whether it keeps
+    versions, listing versions (a delete marker written in the same second as a version
+    makes the store ask S3 for their order, listing the key itself), reading and HEADing
+    one version, and deleting one for good. All but the last need only the agent's policy;
+    the last needs allow_erase; none is allowed to another user, nor to the same user in
+    another deployment sharing the bucket."""
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    writer = S3Store(BUCKET, s3_client)
+    for key in ("alice/memories/a.md", "alice/.s3memory/tenant-key"):
+        writer.put(key, b"1", {})
+        writer.delete([key])
+        writer.put(key, b"2", {})
+    recorded = record_requests(s3_client, s3_client)
+    store = S3Store(BUCKET, s3_client)
+    assert store.keeps_versions()
+    listed = list(store.list_versions("alice/memories/")) + list(store.list_versions("alice/.s3memory/"))
+    assert [(v.key, v.is_delete_marker) for v in listed] == [
+        ("alice/memories/a.md", False),
+        ("alice/memories/a.md", True),
+        ("alice/memories/a.md", False),
+        ("alice/.s3memory/tenant-key", False),
+        ("alice/.s3memory/tenant-key", True),
+        ("alice/.s3memory/tenant-key", False),
+    ]
+    for version in listed:
+        store.get_version(version.key, version.version_id)
+        store.head_version(version.key, version.version_id)
+    assert store.get_version("alice/memories/a.md", "no-such-version") is None
+    reads = list(recorded)
+    recorded.clear()
+    store.delete_version("alice/memories/a.md", listed[2].version_id)
+    deletes = list(recorded)
+    assert {operation for _, operation, _ in reads} == {
+        "GetBucketVersioning",
+        "ListObjectVersions",
+        "GetObject",
+        "HeadObject",
+    }
+    assert any(params.get("Prefix") == "alice/memories/a.md" for _, op, params in reads if op == "ListObjectVersions")
+    assert [operation for _, operation, _ in deletes] == ["DeleteObject"]
+    options = {
+        "bucket": BUCKET,
+        "memory_role_arn": MEMORY_ROLE,
+        "agent_role_arn": AGENT_ROLE,
+        "kms_key_arn": kms_key_id,
+    }
+    agent, admin = deployment_documents(**options), deployment_documents(**options, allow_erase=True)
+    other = deployment_documents(**options, prefix="alice/")  # alice's objects, as another deployment's keys
+    for documents in (agent, admin):
+        assert judge(reads, documents, kms_key_id, "alice") == {True}
+        assert judge(reads, documents, kms_key_id, "bob") == {False}
+        assert judge(reads, other, kms_key_id, "alice") == {False}
+    assert judge(deletes, agent, kms_key_id, "alice") == {False}
+    assert judge(deletes, admin, kms_key_id, "alice") == {True}
+    assert judge(deletes, admin, kms_key_id, "bob") == {False}
+    assert judge(deletes, deployment_documents(**options, prefix="alice/", allow_erase=True), kms_key_id, "alice") == {
+        False
+    }
 
 
 # --- structure ------------------------------------------------------------------------
@@ -882,20 +992,36 @@ def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
         "ListTenantPrefix",
         "TenantWrappedKeys",
         "TenantWrappedKeysRead",
+        "BucketVersioning",
         "DenyInsecureTransport",
         "DenyUntaggedSessions",
     ]
-    objects, listing, kms, kms_read, tls, untagged = role_policy["Statement"]
+    objects, listing, kms, kms_read, versioning, tls, untagged = role_policy["Statement"]
     assert objects == {
         "Sid": "TenantObjects",
         "Effect": "Allow",
-        "Action": ["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+        "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
         "Resource": [
             f"{BUCKET_ARN}/{PRINCIPAL_TAG_TENANT}/memories/*",
             f"{BUCKET_ARN}/{PRINCIPAL_TAG_TENANT}/.s3memory/*",
         ],
     }
-    assert listing["Action"] == "s3:ListBucket" and listing["Resource"] == BUCKET_ARN
+    assert versioning == {
+        "Sid": "BucketVersioning",
+        "Effect": "Allow",
+        "Action": "s3:GetBucketVersioning",
+        "Resource": BUCKET_ARN,
+    }
+    erase = iam_policy(bucket=BUCKET, kms_key_arn=KEY_ARN, allow_erase=True)["Statement"]
+    assert [s for s in erase if s["Sid"] != "EraseTenantVersions"] == role_policy["Statement"]
+    (erasing,) = [s for s in erase if s["Sid"] == "EraseTenantVersions"]
+    assert erasing == {
+        "Sid": "EraseTenantVersions",
+        "Effect": "Allow",
+        "Action": "s3:DeleteObjectVersion",
+        "Resource": objects["Resource"],
+    }
+    assert listing["Action"] == ["s3:ListBucket", "s3:ListBucketVersions"] and listing["Resource"] == BUCKET_ARN
     assert listing["Condition"] == {
         "StringLike": {"s3:prefix": [f"{PRINCIPAL_TAG_TENANT}/memories/*", f"{PRINCIPAL_TAG_TENANT}/.s3memory/*"]}
     }

@@ -1,5 +1,6 @@
 """The store contract (``s3memory.testing.ObjectStoreContract``) on every store s3memory
-ships: in-memory, local directory, S3 (moto), a real radosgw (when one runs) and a
+ships: in-memory and local directory (each keeping versions, and not), S3 on moto (a
+versioned bucket, and one never versioned), a real radosgw (when one runs) and a
 ``DelegatingStore``; then what is particular to one store.
 
 A store that cannot pass a test declares it in ``lacks``; it never gets a copy of its own.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +24,13 @@ from s3memory import InMemoryStore, LocalDirStore, ObjectStore, S3Store, Storage
 from s3memory.stores import DelegatingStore
 from s3memory.testing import ObjectStoreContract
 
+NO_VERSIONS = "it keeps only the current version of each object"
+MOTO_GAPS: dict[str, str] = {
+    "copy_if_match": "moto ignores CopySourceIfMatch (real S3 honours it)",
+    "copy_if_none_match": "moto ignores If-None-Match on CopyObject (real S3 honours it)",
+    "delete_if_match": "moto ignores the ETag condition in DeleteObjects (real S3 honours it)",
+}
+
 
 class TestInMemoryStore(ObjectStoreContract):
     @pytest.fixture
@@ -30,10 +38,26 @@ class TestInMemoryStore(ObjectStoreContract):
         return InMemoryStore()
 
 
+class TestUnversionedInMemoryStore(ObjectStoreContract):
+    lacks: ClassVar[Mapping[str, str]] = {"versions": NO_VERSIONS + " (versioned=False)"}
+
+    @pytest.fixture
+    def store(self) -> ObjectStore:
+        return InMemoryStore(versioned=False)
+
+
 class TestLocalDirStore(ObjectStoreContract):
     @pytest.fixture
     def store(self, tmp_path: Path) -> ObjectStore:
         return LocalDirStore(tmp_path / "store")
+
+
+class TestUnversionedLocalDirStore(ObjectStoreContract):
+    lacks: ClassVar[Mapping[str, str]] = {"versions": NO_VERSIONS + " (versioned=False)"}
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> ObjectStore:
+        return LocalDirStore(tmp_path / "store", versioned=False)
 
 
 class TestDelegatingStore(ObjectStoreContract):
@@ -44,41 +68,33 @@ class TestDelegatingStore(ObjectStoreContract):
         return DelegatingStore(InMemoryStore())
 
 
-class S3Contract(ObjectStoreContract):
-    """The contract, and what only S3 has: versions (not collected: no ``Test`` prefix)."""
+class TestS3Store(ObjectStoreContract):
+    """On moto, a bucket without versioning."""
 
-    def test_purge_removes_every_version_and_delete_marker(self, store: ObjectStore) -> None:
-        assert isinstance(store, S3Store)
-        store.client.put_bucket_versioning(Bucket=store.bucket, VersioningConfiguration={"Status": "Enabled"})
-        for body in (b"v1", b"v2", b"v3"):
-            store.put("t/a", body, {})
-            store.put("t2/a", body, {})
-        store.put("t/b", b"b", {})
-        store.delete(["t/b"])  # a delete marker over one version
-        assert store.purge("t/") == 5  # three versions of t/a, one of t/b, one delete marker
-        left = store.client.list_object_versions(Bucket=store.bucket, Prefix="t/")
-        assert left.get("Versions", []) == [] and left.get("DeleteMarkers", []) == []
-        others = store.client.list_object_versions(Bucket=store.bucket, Prefix="t2/")
-        assert len(others["Versions"]) == 3
-        assert store.purge("t2/") == 3  # leaves the bucket empty for the fixture's clean-up
-
-
-class TestS3Store(S3Contract):
-    """On moto."""
-
-    lacks: ClassVar[Mapping[str, str]] = {
-        "copy_if_match": "moto ignores CopySourceIfMatch (real S3 honours it)",
-        "copy_if_none_match": "moto ignores If-None-Match on CopyObject (real S3 honours it)",
-        "delete_if_match": "moto ignores the ETag condition in DeleteObjects (real S3 honours it)",
-    }
+    lacks: ClassVar[Mapping[str, str]] = {**MOTO_GAPS, "versions": "the bucket's versioning is not enabled"}
 
     @pytest.fixture
     def store(self, s3_client: Any) -> ObjectStore:
         return S3Store(BUCKET, s3_client)
 
 
-class TestRadosgwStore(S3Contract):
-    """On Ceph radosgw, a real S3 server (skipped unless S3MEMORY_TEST_S3_ENDPOINT is set)."""
+class TestVersionedS3Store(ObjectStoreContract):
+    """On moto, a versioned bucket."""
+
+    lacks: ClassVar[Mapping[str, str]] = MOTO_GAPS
+
+    @pytest.fixture
+    def store(self, s3_client: Any) -> ObjectStore:
+        s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        return S3Store(BUCKET, s3_client)
+
+
+class TestRadosgwStore(ObjectStoreContract):
+    """On Ceph radosgw, a real S3 server (skipped unless S3MEMORY_TEST_S3_ENDPOINT is set).
+
+    radosgw 16 refuses every ``If-Match`` PUT on a versioned bucket (412) and ignores
+    ``If-None-Match`` there, so the tests of versions (``test_versions_...``, which need no
+    precondition) get a versioned bucket, and the others an unversioned one."""
 
     lacks: ClassVar[Mapping[str, str]] = {
         "copy_if_match": "radosgw 16 reads x-amz-copy-if-match, not x-amz-copy-source-if-match (ceph tracker 40808)",
@@ -87,8 +103,23 @@ class TestRadosgwStore(S3Contract):
     }
 
     @pytest.fixture
-    def store(self, rgw_client: Any) -> ObjectStore:
-        return S3Store(rgw_client.s3memory_test_bucket, rgw_client)
+    def store(self, rgw_client: Any, request: pytest.FixtureRequest) -> Iterator[ObjectStore]:
+        bucket = rgw_client.s3memory_test_bucket
+        if request.function.__name__.startswith("test_versions_"):
+            rgw_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        yield S3Store(bucket, rgw_client)
+        remove_every_version(rgw_client, bucket)  # rgw_client's own clean-up removes current objects only
+
+
+def remove_every_version(client: Any, bucket: str) -> None:
+    """Delete every version and delete marker in ``bucket``, so that it can be removed."""
+    doomed = [
+        {"Key": item["Key"], "VersionId": item["VersionId"]}
+        for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket)
+        for item in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+    ]
+    for start in range(0, len(doomed), 1000):
+        client.delete_objects(Bucket=bucket, Delete={"Objects": doomed[start : start + 1000], "Quiet": True})
 
 
 # --- the contract's own ---------------------------------------------------------------------
@@ -232,3 +263,198 @@ def test_a_403_for_a_missing_key_reads_as_missing(s3_client: Any) -> None:
         refusing.get("alice/memories/a.md")
     with pytest.raises(StorageAccessDeniedError):
         refusing.head("alice/memories/a.md")
+
+
+# --- versions: what is particular to one store ------------------------------------------------
+
+
+def test_s3_keeps_versions_is_the_buckets_versioning_asked_once(s3_client: Any) -> None:
+    asked: list[str] = []
+    s3_client.meta.events.register("before-call.s3.GetBucketVersioning", lambda **_: asked.append("asked"))
+    store = S3Store(BUCKET, s3_client)
+    assert store.keeps_versions() is False and store.keeps_versions() is False and len(asked) == 1
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    assert store.keeps_versions() is False  # the answer is kept for the store's life
+    assert S3Store(BUCKET, s3_client).keeps_versions() is True
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Suspended"})
+    assert S3Store(BUCKET, s3_client).keeps_versions() is False
+    assert len(asked) == 3
+
+
+def test_s3_version_calls_on_a_missing_bucket_are_mapped(aws: Any) -> None:
+    import boto3
+
+    from s3memory import BucketNotFoundError
+
+    store = S3Store("no-such-bucket-here", boto3.client("s3", region_name="us-east-1"))
+    for call in (
+        store.keeps_versions,
+        lambda: list(store.list_versions("t/")),
+        lambda: S3Store("no-such-bucket-here", store.client).get_version("t/a", "x"),
+    ):
+        with pytest.raises(BucketNotFoundError):
+            call()
+
+
+def test_s3_lists_versions_in_order_across_pages(s3_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of one to four entries (moto's MaxKeys default): a page may start inside a key's
+    history, between a version and a delete marker of the same second."""
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    store = S3Store(BUCKET, s3_client)
+    made: list[tuple[str, bool, str]] = []
+    for key, steps in (("t/a", "1-23-4--5"), ("t/b", "1"), ("t/c", "12-")):
+        for step in steps:
+            if step == "-":
+                store.delete([key])
+                made.append((key, True, ""))
+            else:
+                made.append((key, False, store.put(key, step.encode(), {})))
+    expected = [entry for key in ("t/a", "t/b", "t/c") for entry in reversed([m for m in made if m[0] == key])]
+    for page in (1, 2, 3, 4):
+        monkeypatch.setenv("MOTO_S3_DEFAULT_MAX_KEYS", str(page))
+        assert [(v.key, v.is_delete_marker, v.etag) for v in store.list_versions("t/")] == expected, page
+        for limit in (1, 5, 9, 20):
+            listed = [(v.key, v.is_delete_marker, v.etag) for v in store.list_versions("t/", limit=limit)]
+            assert listed == expected[:limit], (page, limit)
+
+
+class RefusingVersionsClient:
+    """A boto3 S3 client whose requests with a ``VersionId`` fail with one error (the codes
+    S3 and radosgw answer where moto answers otherwise)."""
+
+    def __init__(self, inner: Any, code: str, status: int) -> None:
+        self._inner, self.meta, self.code, self.status = inner, inner.meta, code, status
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _refuse(self, operation: str, kwargs: dict[str, Any]) -> Any:
+        from botocore.exceptions import ClientError
+
+        if "VersionId" not in kwargs:
+            return getattr(self._inner, operation)(**kwargs)
+        error = {
+            "Error": {"Code": self.code, "Message": "refused"},
+            "ResponseMetadata": {"HTTPStatusCode": self.status},
+        }
+        raise ClientError(error, operation)  # type: ignore[arg-type]
+
+    def get_object(self, **kwargs: Any) -> Any:
+        return self._refuse("get_object", kwargs)
+
+    def head_object(self, **kwargs: Any) -> Any:
+        return self._refuse("head_object", kwargs)
+
+    def delete_object(self, **kwargs: Any) -> Any:
+        return self._refuse("delete_object", kwargs)
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("NoSuchVersion", 404),  # S3, moto
+        ("NoSuchKey", 404),  # radosgw
+        ("404", 404),  # a HEAD has no body
+        ("MethodNotAllowed", 405),  # S3: the version is a delete marker
+        ("405", 405),
+        ("InvalidArgument", 400),  # S3: not a version id it makes
+        ("400", 400),
+    ],
+)
+def test_s3_no_such_version_is_none(s3_client: Any, code: str, status: int) -> None:
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    store = S3Store(BUCKET, RefusingVersionsClient(s3_client, code, status))
+    store.put("t/a", b"x", {})
+    assert store.get_version("t/a", "v") is None and store.head_version("t/a", "v") is None
+    store.delete_version("t/a", "v")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "error"),
+    [("InternalError", 500, "StorageUnavailableError"), ("NoSuchBucket", 404, "BucketNotFoundError")],
+)
+def test_s3_other_version_errors_are_raised(s3_client: Any, code: str, status: int, error: str) -> None:
+    import s3memory
+
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    store = S3Store(BUCKET, RefusingVersionsClient(s3_client, code, status))
+    for call in (
+        lambda: store.get_version("t/a", "v"),
+        lambda: store.head_version("t/a", "v"),
+        lambda: store.delete_version("t/a", "v"),
+    ):
+        with pytest.raises(getattr(s3memory, error)):
+            call()
+
+
+def test_s3_a_403_for_a_missing_version_reads_as_missing(s3_client: Any) -> None:
+    """As for a missing key: a role that may list only its own prefix gets 403, not 404, for
+    a version that does not exist; a listing of the key's versions tells the two apart."""
+    from s3memory import StorageAccessDeniedError
+
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    plain = S3Store(BUCKET, s3_client)
+    plain.put("t/a", b"x", {})
+    plain.put("t/ab", b"y", {})
+    plain.delete(["t/a"])
+    marker, version = (v for v in plain.list_versions("t/a") if v.key == "t/a")
+    store = S3Store(BUCKET, RefusingVersionsClient(s3_client, "AccessDenied", 403))
+    for version_id in ("no-such-version", marker.version_id, next(plain.list_versions("t/ab")).version_id):
+        assert store.get_version("t/a", version_id) is None and store.head_version("t/a", version_id) is None
+    with pytest.raises(StorageAccessDeniedError):
+        store.get_version("t/a", version.version_id)
+    with pytest.raises(StorageAccessDeniedError):
+        store.head_version("t/a", version.version_id)
+    with pytest.raises(StorageAccessDeniedError):
+        store.delete_version("t/a", version.version_id)
+
+
+def test_s3_sends_no_version_request_to_a_bucket_never_versioned(s3_client: Any) -> None:
+    """There, the one version of a key is "null", the current object: read and deleted as
+    such (moto would delete it for any VersionId)."""
+    sent: list[dict[str, Any]] = []
+    s3_client.meta.events.register("before-parameter-build.s3", lambda params, **_: sent.append(dict(params)))
+    store = S3Store(BUCKET, s3_client)
+    store.put("t/a", b"x", {})
+    assert store.get_version("t/a", "other") is None and store.head_version("t/a", "other") is None
+    store.delete_version("t/a", "other")
+    got = store.get_version("t/a", "null")
+    assert got is not None and got.body == b"x"
+    assert not [params for params in sent if "VersionId" in params]
+    store.delete_version("t/a", "null")
+    assert store.get("t/a") is None
+
+
+class RecordingStore(DelegatingStore):
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.calls: list[tuple[str, Any]] = []
+
+    def _call(self, verb: str, perform: Any) -> Any:
+        result = perform()
+        self.calls.append((verb, result))
+        return result
+
+
+def test_the_delegating_store_forwards_the_version_verbs_through_its_hook() -> None:
+    inner = InMemoryStore()
+    inner.put("t/a", b"1", {})
+    inner.put("t/a", b"2", {})
+    store = RecordingStore(inner)
+    assert store.keeps_versions() is True
+    newest, oldest = store.list_versions("t/", limit=2)
+    got = store.get_version("t/a", oldest.version_id, max_bytes=1)
+    assert got is not None and got.body == b"1"
+    head = store.head_version("t/a", oldest.version_id)
+    assert head is not None and head.size == 1
+    store.delete_version("t/a", newest.version_id)
+    assert [verb for verb, _ in store.calls] == [
+        "keeps_versions",
+        "list_versions",
+        "get_version",
+        "head_version",
+        "delete_version",
+    ]
+    assert store.calls[1][1] == [newest, oldest]  # the listing, whole, inside the hook
+    assert [v.version_id for v in inner.list_versions("t/")] == [oldest.version_id]
+    assert DelegatingStore(InMemoryStore(versioned=False)).keeps_versions() is False

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from ._base import ObjectInfo, ObjectStore, StoredObject
+from ._base import NULL_VERSION, ObjectInfo, ObjectStore, ObjectVersion, StoredObject
 from ._delegating import DelegatingStore
 from ._inmemory import InMemoryStore
 from ._s3 import S3Store
@@ -21,4 +21,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 's3memory.stores' has no attribute {name!r}")
 
 
-__all__ = ["DelegatingStore", "InMemoryStore", "LocalDirStore", "ObjectInfo", "ObjectStore", "S3Store", "StoredObject"]
+__all__ = [
+    "NULL_VERSION",
+    "DelegatingStore",
+    "InMemoryStore",
+    "LocalDirStore",
+    "ObjectInfo",
+    "ObjectStore",
+    "ObjectVersion",
+    "S3Store",
+    "StoredObject",
+]

@@ -1,7 +1,9 @@
-"""Layer 4: the object store interface. Stores see keys and bytes, never plaintext.
+"""The object store interface. Stores see keys and bytes, never plaintext.
 
 Six primitive verbs, with preconditions as first-class options; everything else
-(directories, rename, recursion) is written once above them in ``_memory``.
+(directories, rename, recursion) is written once above them in ``_memory``. Four more for
+history (list, get, head and delete one version), with defaults for a store that keeps no
+versions.
 """
 
 from __future__ import annotations
@@ -34,6 +36,24 @@ class StoredObject:
     etag: str
     metadata: Mapping[str, str]
     last_modified: float = 0.0
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    """One version of an object, or a delete marker, as :meth:`ObjectStore.list_versions`
+    returns it. A delete marker has no ETag and no size."""
+
+    key: str
+    version_id: str
+    etag: str = ""
+    size: int = 0
+    last_modified: float = 0.0
+    is_latest: bool = False
+    is_delete_marker: bool = False
+
+
+#: The version id of an object in a store (or bucket) that keeps no versions, as S3 names it.
+NULL_VERSION = "null"
 
 
 class ObjectStore(ABC):
@@ -116,6 +136,35 @@ class ObjectStore(ABC):
         keys = [info.key for info in self.list(prefix) if info.key.endswith(suffix)]
         self.delete(keys)
         return len(keys)
+
+    # -- versions ------------------------------------------------------------------------
+    # What history needs. The defaults are those of a store that keeps no versions: each
+    # current object is its only version, "null", as S3 lists an unversioned bucket.
+    def keeps_versions(self) -> bool:
+        """Whether every write and delete keeps the object's earlier versions (on S3: the
+        bucket's versioning is ``Enabled``). May make a request; stores cache the answer."""
+        return False
+
+    def list_versions(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectVersion]:
+        """Every version and delete marker of the keys starting with ``prefix``: keys in
+        order, each key's newest first (at most ``limit`` entries)."""
+        for info in self.list(prefix, limit=limit):
+            yield ObjectVersion(info.key, NULL_VERSION, info.etag, info.size, info.last_modified, True, False)
+
+    def get_version(self, key: str, version_id: str, *, max_bytes: int | None = None) -> StoredObject | None:
+        """One version's body, ETag and metadata; ``None`` if there is no such version (or
+        it is a delete marker). ``max_bytes`` as for :meth:`get`."""
+        return self.get(key, max_bytes=max_bytes) if version_id == NULL_VERSION else None
+
+    def head_version(self, key: str, version_id: str) -> ObjectInfo | None:
+        """One version's size, ETag and metadata, or ``None`` (as :meth:`get_version`)."""
+        return self.head(key) if version_id == NULL_VERSION else None
+
+    def delete_version(self, key: str, version_id: str) -> None:
+        """Delete one version (or delete marker) for good; a missing one is not an error.
+        Deleting the newest version makes the one before it current, as on S3."""
+        if version_id == NULL_VERSION:
+            self.delete([key])
 
     @property
     def identity(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from ._base import ObjectInfo, ObjectStore, StoredObject
+from ._base import ObjectInfo, ObjectStore, ObjectVersion, StoredObject
 
 T = TypeVar("T")
 
@@ -14,8 +14,8 @@ class DelegatingStore(ObjectStore):
     """Forwards each verb to ``inner`` through :meth:`_call` (``verb`` is the method's name).
 
     Subclasses override ``_call`` to observe or disturb requests, e.g. count them or inject
-    faults, without restating the interface. ``list`` is materialised inside the call, so a
-    hook sees the whole listing as one request.
+    faults, without restating the interface. ``list`` and ``list_versions`` are materialised
+    inside the call, so a hook sees the whole listing as one request.
     """
 
     def __init__(self, inner: ObjectStore) -> None:
@@ -73,3 +73,18 @@ class DelegatingStore(ObjectStore):
 
     def purge(self, prefix: str, *, suffix: str = "") -> int:
         return self._call("purge", lambda: self.inner.purge(prefix, suffix=suffix))
+
+    def keeps_versions(self) -> bool:
+        return self._call("keeps_versions", self.inner.keeps_versions)
+
+    def list_versions(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectVersion]:
+        yield from self._call("list_versions", lambda: list(self.inner.list_versions(prefix, limit=limit)))
+
+    def get_version(self, key: str, version_id: str, *, max_bytes: int | None = None) -> StoredObject | None:
+        return self._call("get_version", lambda: self.inner.get_version(key, version_id, max_bytes=max_bytes))
+
+    def head_version(self, key: str, version_id: str) -> ObjectInfo | None:
+        return self._call("head_version", lambda: self.inner.head_version(key, version_id))
+
+    def delete_version(self, key: str, version_id: str) -> None:
+        self._call("delete_version", lambda: self.inner.delete_version(key, version_id))

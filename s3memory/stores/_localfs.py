@@ -10,6 +10,17 @@ The header (format 2) is ``S3MO\\x02``, the metadata's length (4 bytes), the bod
 never a body. Files of format 1 (``S3MO\\x01`` and the metadata's length), written before,
 still read: their size comes from the file's size and their ETag from hashing the body.
 A file that is not a well-formed object has no header (:func:`_parse_header` answers None).
+
+Kept versions (the store's version area, ``{root}/.versions``) are object files as above,
+hard links of what was the current file, under a name that says everything a listing
+needs, so that a listing never opens them: :func:`_version_name` and :func:`_marker_name`,
+read back by :func:`_parse_entry`. A version's id is its time stamp (the file's
+``mtime_ns``, which the store keeps increasing per key) and its body's MD5, so the current
+file, in the format above, has its id too (:func:`_version_id`). The functions on one
+version directory (list, link, mark, read) are here too.
+
+Over 400 lines because it is the one module that knows what the local store's files look
+like, object files and kept versions alike; kept whole, as one description of a format.
 """
 
 from __future__ import annotations
@@ -19,14 +30,17 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 import struct
+import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import S3MemoryError, StorageError
+from .._errors import ObjectTooLargeError, S3MemoryError, StorageError
+from ._base import NULL_VERSION, ObjectVersion, StoredObject
 
 _MAGIC_V1 = b"S3MO\x01"
 _HEADER_V1 = struct.Struct(">5sI")  # magic, metadata length
@@ -40,6 +54,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOT_A_DIRECTORY = (errno.ENOTDIR, errno.ELOOP)  # a file or a symbolic link in the way
+_NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV)
 
 
 def _etag(digest: bytes) -> str:
@@ -220,3 +235,231 @@ def _make_private_dirs(path: Path) -> None:
     for directory in reversed(missing):
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, 0o700)
+
+
+# -- kept versions: names, ids and time stamps -----------------------------------------------
+# A kept version is named "{inverted stamp}-{md5}-{size}", a delete marker "{inverted
+# stamp}-m": 16 lower-case hex digits of 2**64 - 1 - stamp, so a directory's names sort
+# newest first, and only lower-case hex, digits and '-', which every file system keeps
+# apart (case and normalization never fold them). Ids: "{stamp}{md5}" (16 + 32 hex
+# digits) for a version, "{stamp}m" for a marker.
+_MAX_STAMP = 2**64 - 1
+_ENTRY_RE = re.compile(r"([0-9a-f]{16})-(?:([0-9a-f]{32})-(0|[1-9][0-9]{0,19})|m)")
+_VERSION_ID_RE = re.compile(r"([0-9a-f]{16})(?:([0-9a-f]{32})|m)")
+
+
+def _stamp(st: os.stat_result) -> int:
+    """A file's time stamp: its ``mtime_ns``, within what 64 bits hold."""
+    return min(max(st.st_mtime_ns, 0), _MAX_STAMP)
+
+
+def _version_id(stamp: int, digest: bytes | None) -> str:
+    """The id of the version stamped ``stamp`` with body MD5 ``digest`` (None: a marker)."""
+    return f"{stamp:016x}" + ("m" if digest is None else digest.hex())
+
+
+def _parse_version_id(version_id: object) -> tuple[int, bytes | None] | None:
+    """``(stamp, digest)`` of an id :func:`_version_id` makes; None for any other string."""
+    if not isinstance(version_id, str) or version_id == NULL_VERSION:
+        return None
+    match = _VERSION_ID_RE.fullmatch(version_id)
+    if match is None:
+        return None
+    return int(match.group(1), 16), None if match.group(2) is None else bytes.fromhex(match.group(2))
+
+
+def _version_name(stamp: int, digest: bytes, size: int) -> str:
+    return f"{_MAX_STAMP - stamp:016x}-{digest.hex()}-{size}"
+
+
+def _marker_name(stamp: int) -> str:
+    return f"{_MAX_STAMP - stamp:016x}-m"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A kept version or delete marker, as its name says (the file itself is not read)."""
+
+    name: str
+    stamp: int
+    digest: bytes | None  # None: a delete marker
+    size: int
+
+    @property
+    def version_id(self) -> str:
+        return _version_id(self.stamp, self.digest)
+
+    @property
+    def is_marker(self) -> bool:
+        return self.digest is None
+
+
+@dataclass(frozen=True)
+class _Current:
+    """The current file of a key, as history sees it."""
+
+    stamp: int
+    digest: bytes | None  # None: the file is not a well-formed object
+    size: int
+    inode: tuple[int, int]  # (st_dev, st_ino): the file a hard link must reach
+
+    @property
+    def version_id(self) -> str:
+        return _version_id(self.stamp, self.digest)
+
+
+def _parse_entry(name: str) -> _Entry | None:
+    """The entry named ``name``; None for a name the store never gives one."""
+    match = _ENTRY_RE.fullmatch(name)
+    if match is None:
+        return None
+    inverted, digest, size = match.groups()
+    return _Entry(
+        name, _MAX_STAMP - int(inverted, 16), None if digest is None else bytes.fromhex(digest), int(size or 0)
+    )
+
+
+def _stamp_file(fd: int, newest: int) -> int:
+    """Give the file ``fd`` a time stamp later than ``newest`` (now, if that is later) and
+    return it. A file system that keeps times coarser than nanoseconds gets the first later
+    time it can hold; one that cannot store a later time is an error."""
+    now = time.time_ns()
+    for step in (1, 1_000, 1_000_000, 1_000_000_000, 2_000_000_000):
+        wanted = min(max(now, newest + step), _MAX_STAMP)
+        os.utime(fd, ns=(wanted, wanted))
+        stamp = _stamp(os.fstat(fd))
+        if stamp > newest:
+            return stamp
+    raise StorageError("Error: the local store's file system cannot give a new version a later time than the last")
+
+
+def _current_of(fd: int, st: os.stat_result) -> _Current:
+    header = _parse_header(fd, st.st_size)
+    try:
+        digest = None if header is None else _digest(fd, header)
+    except StorageError:  # it shrank while being hashed
+        digest = None
+    return _Current(_stamp(st), digest, 0 if header is None else header.size, (st.st_dev, st.st_ino))
+
+
+def _kept_entries(container: int | None) -> list[_Entry]:
+    """The kept versions and markers in ``container``, newest first, from their names."""
+    if container is None:
+        return []
+    entries = [
+        entry
+        for found in os.scandir(container)
+        if found.is_file(follow_symlinks=False) and (entry := _parse_entry(found.name)) is not None
+    ]
+    entries.sort(key=lambda entry: entry.name)
+    return entries
+
+
+def _link_version(parent: int, name: str, container: int, current: _Current) -> None:
+    """Hard-link the current file ``parent/name`` into the version directory ``container``,
+    named by its stamp, digest and size; kept entries as late as it (leftovers of an
+    interrupted write or delete) are removed first. The link must reach the file
+    ``current`` describes, else it is undone."""
+    assert current.digest is not None
+    for entry in _kept_entries(container):
+        if entry.stamp >= current.stamp:
+            os.unlink(entry.name, dir_fd=container)
+    kept = _version_name(current.stamp, current.digest, current.size)
+    try:
+        os.link(name, kept, src_dir_fd=parent, dst_dir_fd=container, follow_symlinks=False)
+    except FileExistsError:
+        raise StorageError("Error: a directory is in the way of a version in the local store") from None
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        raise StorageError(
+            "Error: the local store keeps versions as hard links, which this file system does not "
+            "support; open it with versioned=False"
+        ) from None
+    st = os.stat(kept, dir_fd=container, follow_symlinks=False)
+    if (st.st_dev, st.st_ino) != current.inode:
+        os.unlink(kept, dir_fd=container)
+        raise StorageError("Error: a local object file was replaced while its version was kept")
+
+
+def _add_marker(tmp_dir: int, container: int, newest: int) -> None:
+    """Add a delete marker to the version directory ``container``, stamped later than
+    ``newest``: made empty in ``tmp_dir``, then renamed into place."""
+    tmp = uuid.uuid4().hex
+    try:
+        fd = os.open(tmp, _NEW_FILE_FLAGS, 0o600, dir_fd=tmp_dir)
+        try:
+            stamp = _stamp_file(fd, newest)
+        finally:
+            os.close(fd)
+        os.rename(tmp, _marker_name(stamp), src_dir_fd=tmp_dir, dst_dir_fd=container)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=tmp_dir)
+
+
+def _clear_the_way(parent: int, name: str) -> None:
+    """Remove an empty directory at ``name`` (left behind, not an object); refuse a full one."""
+    try:
+        if stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+            os.rmdir(name, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        raise StorageError("Error: a directory is in the way of this key in the local store") from None
+
+
+def _prune_dirs(parents: Sequence[int], names: Sequence[str]) -> None:
+    """Remove the directories of ``names[:-1]`` left empty, deepest first; ``parents[i]``
+    is the descriptor of the directory holding ``names[i]``."""
+    for i in range(len(names) - 2, -1, -1):
+        try:
+            os.rmdir(names[i], dir_fd=parents[i])
+        except OSError:
+            break
+
+
+def _listed_versions(key: str, current: _Current | None, kept: Sequence[_Entry]) -> list[ObjectVersion]:
+    """``key``'s versions, newest first: the current file (a well-formed object, or None)
+    and the kept entries it does not hide."""
+    listed = []
+    if current is not None and current.digest is not None:
+        listed.append(
+            ObjectVersion(key, current.version_id, _etag(current.digest), current.size, current.stamp / 1e9, True)
+        )
+        kept = [entry for entry in kept if entry.stamp < current.stamp]
+    for i, entry in enumerate(kept):
+        etag = "" if entry.digest is None else _etag(entry.digest)
+        listed.append(
+            ObjectVersion(
+                key,
+                entry.version_id,
+                etag,
+                entry.size,
+                entry.stamp / 1e9,
+                is_latest=not listed and i == 0,
+                is_delete_marker=entry.is_marker,
+            )
+        )
+    return listed
+
+
+def _read_object(
+    key: str, fd: int, header: _Header, stamp: int, *, max_bytes: int | None, body: bool
+) -> tuple[StoredObject, int]:
+    """The object file ``fd`` (its body only with ``body``, bounded by ``max_bytes``), and its size."""
+    _check_bound(header.size, max_bytes)
+    if not body:
+        return StoredObject(b"", _etag(_digest(fd, header)), header.metadata, stamp / 1e9), header.size
+    data = _pread(fd, header.size, header.body_offset)
+    if len(data) != header.size:
+        raise _corrupt(key)
+    digest = header.digest or hashlib.md5(data, usedforsecurity=False).digest()
+    return StoredObject(data, _etag(digest), header.metadata, stamp / 1e9), header.size
+
+
+def _check_bound(size: int, max_bytes: int | None) -> None:
+    if max_bytes is not None and size > max_bytes:
+        raise ObjectTooLargeError(
+            f"Error: a stored object is too large to read ({size:,} bytes, at most {max_bytes:,})", size=size
+        )

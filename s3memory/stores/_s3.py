@@ -1,4 +1,13 @@
-"""The S3 store (boto3). Every botocore error is mapped through ``_aws_errors``."""
+"""The S3 store (boto3). Every botocore error is mapped through ``_aws_errors``.
+
+Versions are the bucket's: ``keeps_versions`` is its versioning status (``Enabled``),
+``list_versions`` is ``ListObjectVersions``, and one version is read, HEADed or deleted with
+its ``VersionId``.
+
+Over 400 lines because :class:`S3Store` is one class, kept whole: its verbs share the
+client, the error mapping and the reading of S3's answers (a 403 that means missing, a
+version that is a delete marker), which are read together.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +16,11 @@ from typing import Any
 
 from .._aws_errors import map_aws_error
 from .._errors import ObjectTooLargeError, PreconditionFailedError, StorageAccessDeniedError, StorageError
-from ._base import ObjectInfo, ObjectStore, StoredObject, check_purge_prefix, check_size
+from ._base import NULL_VERSION, ObjectInfo, ObjectStore, ObjectVersion, StoredObject, check_purge_prefix, check_size
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
+
+_Versions = list[ObjectVersion]  # in S3Store, ``list`` is the method
 
 
 def default_s3_client(
@@ -27,11 +38,47 @@ def default_s3_client(
     return new_client("s3", region_name=region_name, endpoint_url=endpoint_url, timeout=timeout)
 
 
-def _is_missing(exc: Exception) -> bool:
+def _error_of(exc: object) -> tuple[str, object]:
+    """The error code and HTTP status of a botocore ``ClientError`` (``("", None)`` otherwise)."""
     response = getattr(exc, "response", None) or {}
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return str(response.get("Error", {}).get("Code", "")), response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def _is_missing(exc: Exception) -> bool:
+    code, status = _error_of(exc)
     return code in ("NoSuchKey", "404", "NotFound") or (status == 404 and code != "NoSuchBucket")
+
+
+def _is_no_such_version(exc: object) -> bool:
+    """Whether S3 refused a request with a ``VersionId`` because there is no such version:
+    404 (``NoSuchVersion``, or ``NoSuchKey`` on radosgw), 405 ``MethodNotAllowed`` (the
+    version is a delete marker), or 400 ``InvalidArgument`` (not a version id S3 makes)."""
+    code, status = _error_of(exc)
+    if code == "NoSuchBucket":
+        return False
+    return (
+        status in (404, 405)
+        or code in ("NoSuchVersion", "NoSuchKey", "NotFound", "MethodNotAllowed", "404", "405")
+        or (status == 400 and code in ("InvalidArgument", "400"))
+    )
+
+
+def _seconds(item: Mapping[str, Any]) -> float:
+    modified = item.get("LastModified")
+    return modified.timestamp() if modified is not None else 0.0
+
+
+def _version_of(item: Mapping[str, Any], *, marker: bool) -> ObjectVersion:
+    """One entry of ``Versions`` or ``DeleteMarkers`` of a ``ListObjectVersions`` answer."""
+    return ObjectVersion(
+        item["Key"],
+        str(item.get("VersionId") or NULL_VERSION),
+        "" if marker else str(item.get("ETag", "")),
+        0 if marker else int(item.get("Size", 0)),
+        _seconds(item),
+        is_latest=bool(item.get("IsLatest")),
+        is_delete_marker=marker,
+    )
 
 
 class S3Store(ObjectStore):
@@ -44,6 +91,7 @@ class S3Store(ObjectStore):
             raise ConfigurationError("bucket must be a non-empty string")
         self.bucket = bucket
         self.client = client if client is not None else default_s3_client()
+        self._versioning: str | None = None  # the bucket's versioning status, once asked
 
     @property
     def identity(self) -> str:
@@ -82,19 +130,24 @@ class S3Store(ObjectStore):
         except StorageError as exc:
             self._missing_or_raise(exc, key)
             return None
+        body = self._body(response, key, max_bytes)
+        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})))
+
+    def _body(self, response: Mapping[str, Any], key: str, max_bytes: int | None) -> bytes:
+        """The body of a ``GetObject`` answer, read at most one byte past ``max_bytes``."""
         stream = response["Body"]
         try:
             # The announced length first; then never more than one byte past the bound, in
             # case the length was absent or wrong.
             check_size(key, int(response.get("ContentLength") or 0), max_bytes)
-            body = stream.read() if max_bytes is None else stream.read(max_bytes + 1)
+            body: bytes = stream.read() if max_bytes is None else stream.read(max_bytes + 1)
         except ObjectTooLargeError:
             stream.close()  # do not drain a huge body to reuse the connection
             raise
         except Exception as exc:  # a broken stream is a transient storage failure
             raise map_aws_error(exc, "get_object", self.client) from exc
         check_size(key, len(body), max_bytes)
-        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})))
+        return body
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
@@ -222,3 +275,171 @@ class S3Store(ObjectStore):
                 )
         if changed:
             raise PreconditionFailedError(f"Error: {changed} objects changed and were not deleted")
+
+    # -- versions ------------------------------------------------------------------------
+    def keeps_versions(self) -> bool:
+        """``GetBucketVersioning`` says ``Enabled`` (asked once per store; ``Suspended`` or
+        never enabled is False). Needs ``s3:GetBucketVersioning``."""
+        return self._versioning_status() == "Enabled"
+
+    def _versioning_status(self) -> str:
+        """``Enabled``, ``Suspended``, or ``""`` for a bucket whose versioning was never
+        enabled (asked once per store)."""
+        if self._versioning is None:
+            self._versioning = str(self._call("get_bucket_versioning").get("Status") or "")
+        return self._versioning
+
+    def list_versions(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectVersion]:
+        """``ListObjectVersions`` under ``prefix``, page by page (``KeyMarker`` and
+        ``VersionIdMarker``). S3 answers a page's versions and delete markers as two arrays;
+        they are merged back into S3's one order: keys in order, and within a key the latest
+        first, then by ``LastModified``. Where a version and a delete marker of one key have
+        the same ``LastModified`` (the same millisecond on S3, the same second on moto),
+        S3's order is asked for with listings of that key alone, a few entries long.
+        Needs ``s3:ListBucketVersions`` (with ``s3:prefix`` ``prefix`` and the keys below it)."""
+        if limit is not None and limit <= 0:
+            return
+        kwargs: dict[str, Any] = {"Prefix": prefix}
+        yielded = 0
+        previous: ObjectVersion | None = None  # the last entry listed: where a page goes on from
+        while True:
+            if limit is not None:
+                kwargs["MaxKeys"] = min(limit - yielded, 1000)
+            response = self._call("list_object_versions", **kwargs)
+            for entry in self._in_order(response, previous):
+                yield entry
+                previous = entry
+                yielded += 1
+                if limit is not None and yielded >= limit:
+                    return
+            if not response.get("IsTruncated"):
+                return
+            kwargs["KeyMarker"] = response.get("NextKeyMarker", "")
+            kwargs["VersionIdMarker"] = response.get("NextVersionIdMarker", "")
+
+    def _in_order(self, response: Mapping[str, Any], previous: ObjectVersion | None) -> _Versions:
+        """One page's versions and delete markers in S3's order (see :meth:`list_versions`)."""
+        by_key: dict[str, tuple[_Versions, _Versions]] = {}
+        for item in response.get("Versions", []):
+            by_key.setdefault(item["Key"], ([], []))[0].append(_version_of(item, marker=False))
+        for item in response.get("DeleteMarkers", []):
+            by_key.setdefault(item["Key"], ([], []))[1].append(_version_of(item, marker=True))
+        ordered: _Versions = []
+        for key in sorted(by_key):  # code point order: the UTF-8 byte order S3 lists keys in
+            versions, markers = by_key[key]
+            before = previous if previous is not None and previous.key == key else None
+            i = j = 0
+            while i < len(versions) and j < len(markers):
+                version, marker = versions[i], markers[j]
+                if version.is_latest or marker.is_latest or version.last_modified != marker.last_modified:
+                    version_first = version.is_latest or (
+                        not marker.is_latest and version.last_modified > marker.last_modified
+                    )
+                else:  # a tie: S3 tells how many of the versions of that time come before the marker
+                    tied = 1
+                    while i + tied < len(versions) and versions[i + tied].last_modified == marker.last_modified:
+                        tied += 1
+                    count = self._versions_before(marker, before, tied)
+                    ordered += versions[i : i + count]
+                    i += count
+                    version_first = False
+                if version_first:
+                    ordered.append(version)
+                    i += 1
+                else:
+                    ordered.append(marker)
+                    j += 1
+                before = ordered[-1]
+            ordered += versions[i:] + markers[j:]
+        return ordered
+
+    def _versions_before(self, marker: ObjectVersion, after: ObjectVersion | None, most: int) -> int:
+        """How many versions of ``marker``'s key S3 lists between ``after`` (or the key's
+        start) and ``marker``, knowing it is at most ``most``: a binary search with listings
+        of that key, each asking whether ``marker`` is among the next few entries."""
+        low, high = 0, most
+        while low < high:
+            middle = (low + high) // 2
+            kwargs: dict[str, Any] = {"Prefix": marker.key, "MaxKeys": middle + 1}
+            if after is not None:
+                kwargs["KeyMarker"], kwargs["VersionIdMarker"] = after.key, after.version_id
+            response = self._call("list_object_versions", **kwargs)
+            listed = {
+                str(item.get("VersionId")) for item in response.get("DeleteMarkers", []) if item["Key"] == marker.key
+            }
+            if marker.version_id in listed:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def get_version(self, key: str, version_id: str, *, max_bytes: int | None = None) -> StoredObject | None:
+        """``GetObject`` with ``VersionId``; ``None`` for a missing version, a delete marker
+        or a malformed id. Needs ``s3:GetObjectVersion``. In a bucket whose versioning was
+        never enabled (``s3:GetBucketVersioning``, asked once), the one version is ``null``,
+        the current object, read with ``GetObject``."""
+        if not isinstance(version_id, str) or not version_id:
+            return None  # an empty VersionId would read the current version
+        if not self._versioning_status():  # a bucket never versioned: "null" is the current object
+            return self.get(key, max_bytes=max_bytes) if version_id == NULL_VERSION else None
+        try:
+            response = self._call("get_object", Key=key, VersionId=version_id)
+        except StorageError as exc:
+            self._no_version_or_raise(exc, key, version_id)
+            return None
+        body = self._body(response, key, max_bytes)
+        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})), _seconds(response))
+
+    def head_version(self, key: str, version_id: str) -> ObjectInfo | None:
+        """``HeadObject`` with ``VersionId`` (as :meth:`get_version`)."""
+        if not isinstance(version_id, str) or not version_id:
+            return None
+        if not self._versioning_status():
+            return self.head(key) if version_id == NULL_VERSION else None
+        try:
+            response = self._call("head_object", Key=key, VersionId=version_id)
+        except StorageError as exc:
+            self._no_version_or_raise(exc, key, version_id)
+            return None
+        metadata = dict(response.get("Metadata", {}))
+        return ObjectInfo(key, response["ContentLength"], response["ETag"], metadata, _seconds(response))
+
+    def delete_version(self, key: str, version_id: str) -> None:
+        """``DeleteObject`` with ``VersionId`` (a missing version, or a malformed id, is not
+        an error). Needs ``s3:DeleteObjectVersion``. In a bucket never versioned (as
+        :meth:`get_version`), ``null`` is the current object, deleted with ``DeleteObjects``."""
+        if not isinstance(version_id, str) or not version_id:
+            return  # without a VersionId, DeleteObject would add a delete marker
+        if not self._versioning_status():  # a bucket never versioned: "null" is the current object
+            if version_id == NULL_VERSION:
+                self.delete([key])
+            return  # and it has no other version (moto would delete "null" for any id)
+        try:
+            self._call("delete_object", Key=key, VersionId=version_id)
+        except StorageError as exc:
+            if not _is_no_such_version(exc.__cause__):
+                raise
+
+    def _listed_version(self, key: str, version_id: str) -> ObjectVersion | None:
+        """The version ``version_id`` of ``key`` as ``ListObjectVersions`` lists it, or None."""
+        for version in self.list_versions(key):
+            if version.key != key:
+                return None  # the key's own versions come first, before longer keys
+            if version.version_id == version_id:
+                return version
+        return None
+
+    def _no_version_or_raise(self, exc: StorageError, key: str, version_id: str) -> None:
+        """Return if ``exc`` means there is no such version (or it is a delete marker);
+        raise it otherwise. A refusal (403) is checked as :meth:`_missing_or_raise` does,
+        with a listing of the key's versions, which a tenant-scoped role may make."""
+        if _is_no_such_version(exc.__cause__):
+            return
+        if isinstance(exc, StorageAccessDeniedError):
+            try:
+                found = self._listed_version(key, version_id)
+            except StorageError:
+                raise exc from exc.__cause__  # the original refusal
+            if found is None or found.is_delete_marker:
+                return
+        raise exc
