@@ -31,10 +31,12 @@ from ._errors import (
     StorageError,
     StorageUnavailableError,
     TenantKeyError,
+    VersionNotFoundError,
 )
 from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import MemoryOptions, open_memory
 from ._guard import Detector, Finding, SecretGuard, SensitiveDataError
+from ._history import MemoryVersion
 from ._identity import user_id_for_subject
 from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
 from ._keys import Keyring
@@ -87,6 +89,7 @@ __all__ = [
     "MasterRewrapReport",
     "MemoryOptions",
     "MemoryPath",
+    "MemoryVersion",
     "NameSealing",
     "NotADirectoryConflict",
     "ObjectStore",
@@ -107,6 +110,7 @@ __all__ = [
     "StorageUnavailableError",
     "TenantKeyError",
     "TenantLayout",
+    "VersionNotFoundError",
     "WrappedKey",
     "assume_role_request",
     "binding_context",

@@ -259,7 +259,7 @@ def erase_user(ctx: click.Context, yes: bool) -> None:
 @click.option("--no-kms", is_flag=True, help="a local master key: no KMS documents")
 @click.option("--admin-arn", help="who administers the KMS key [the account root]")
 @click.option("--tag", default="s3memory-user", show_default=True, help="the session tag naming the user")
-@click.option("--allow-erase", is_flag=True, help="also allow deleting object versions (for erase-user)")
+@click.option("--allow-erase", is_flag=True, help="also allow deleting object versions (for erase-user and redact)")
 @click.option("--noncurrent-days", default=30, show_default=True, type=click.IntRange(1), help="keep old versions")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="write one JSON file per document")
 @click.pass_context

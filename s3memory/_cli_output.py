@@ -4,8 +4,8 @@ Here: :func:`printable` and the exit statuses; the global options (:func:`_optio
 :func:`_output_options`), what a run was given (:class:`_State`), the command decorator
 (:func:`_command`) and the error, JSON, console and progress-bar printing every command uses.
 The commands are in ``cli`` (the group, the memory commands, ``main``), ``_cli_bulk``
-(import, export) and ``_cli_governance`` (info, init, expire, rotate-key, erase-user, policy);
-this module imports none of them.
+(import, export), ``_cli_governance`` (info, init, expire, rotate-key, erase-user, policy)
+and ``_cli_history`` (history, show, restore, redact, log); this module imports none of them.
 
 Everything printed that did not come from the command line (names, file text, error messages)
 goes through :func:`printable` first: the model, whoever writes to the bucket and the files of
@@ -140,7 +140,7 @@ _METAVARS = {
     "kms_key_id": "KEY",
 }
 _OUTPUT = ("json_output", "quiet", "verbose", "debug")
-_JSON_COMMANDS = ("ls", "info", "init", "import", "export", "expire", "rotate-key", "policy")
+_JSON_COMMANDS = ("ls", "info", "init", "import", "export", "expire", "rotate-key", "policy", "history", "show", "log")
 
 
 def _option(name: str, *, after_command: bool = False) -> Callable[[F], F]:
@@ -176,8 +176,12 @@ def _output_options(*, after_command: bool = False, json_shown: bool = True) -> 
             "json_output",
             is_flag=True,
             hidden=hide and not json_shown,
-            help="print one JSON object on stdout"
-            + (" (its shape: above)" if hide else " (ls, info, init, import, export, expire, rotate-key)"),
+            help="print one JSON document on stdout"
+            + (
+                " (its shape: above)"
+                if hide
+                else " (ls, info, init, import, export, expire, rotate-key, history, show, log)"
+            ),
         ),
         click.option(
             "-q",

@@ -193,10 +193,11 @@ class Settings:
         """
         return region_for(self.region, endpoint_url=self.endpoint_url)
 
-    def open(self) -> EncryptedMemory:
+    def open(self, *, actor: str = "cli") -> EncryptedMemory:
         """The configured user's memory. On the embedded default, creates the data home, the
         local store and the master key at its default location on first use; a master key
-        file given explicitly must exist (``s3memory init`` creates one).
+        file given explicitly must exist (``s3memory init`` creates one). ``actor`` is who
+        its history says made the changes (``"cli"``; the MCP server says ``"mcp"``).
 
         Raises:
             ConfigurationError: a setting is wrong (the message names its flag and variable).
@@ -238,6 +239,7 @@ class Settings:
                 sensitive_data=self.sensitive_data,
                 track_access=self.track_access,
                 encrypt_names=self.encrypt_names,
+                actor=actor,
                 **options,
             )
         except ConfigurationError as error:

@@ -13,6 +13,7 @@ inherits the Python built-in that a caller would naturally catch::
     │   └── SensitiveDataError                a secret in text to write (defined in _guard)
     ├── LimitExceededError (ValueError)       file too large
     ├── PathNotFoundError (FileNotFoundError)
+    │   └── VersionNotFoundError              no such version of the path (or it was redacted)
     ├── PathExistsError (FileExistsError)
     ├── NotADirectoryConflict (NotADirectoryError)  a file where a directory is needed
     ├── IntegrityError                        one opaque error for every failed decryption
@@ -55,6 +56,10 @@ class LimitExceededError(S3MemoryError, ValueError):
 
 class PathNotFoundError(S3MemoryError, FileNotFoundError):
     """The path names no file (or, where a directory would do, no directory)."""
+
+
+class VersionNotFoundError(PathNotFoundError):
+    """The path has no version by that id, or its content was redacted."""
 
 
 class PathExistsError(S3MemoryError, FileExistsError):

@@ -13,6 +13,7 @@ from ._keys import Keyring, KmsKeyring, TenantKeyring
 from ._layout import NAMES_KEY, TENANT_KEY, TenantLayout
 from ._memory import EncryptedMemory, Limits
 from ._names import NameCipher
+from ._provenance import DEFAULT_ACTOR, validate_actor
 from .stores import ObjectStore, S3Store
 
 KeyMode = Literal["tenant", "kms"]
@@ -39,6 +40,7 @@ class MemoryOptions(TypedDict, total=False):
     track_access: bool
     timeout: float | None
     access_log: AccessLog | None
+    actor: str
 
 
 def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:
@@ -68,6 +70,7 @@ def open_memory(
     track_access: bool = False,
     timeout: float | None = None,
     access_log: AccessLog | None = None,
+    actor: str = DEFAULT_ACTOR,
 ) -> EncryptedMemory:
     """Build the memory of one user.
 
@@ -100,6 +103,9 @@ def open_memory(
         timeout: seconds to connect and per read (5 by default), three attempts, for the S3
             and KMS clients s3memory builds when none is given; a client you pass keeps its
             own configuration.
+        actor: who writes through this memory, recorded (sealed) with every change it makes
+            (e.g. ``"session:abc"``, ``"user:42"``); ``"api"`` by default. The application
+            names it; the model never does. See :meth:`EncryptedMemory.history`.
 
     Raises:
         ConfigurationError: for an invalid user id, master key or combination of options.
@@ -190,4 +196,5 @@ def open_memory(
         screen_edit=screen_edit,
         track_access=track_access,
         access_log=access_log,
+        actor=validate_actor(actor),
     )

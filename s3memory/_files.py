@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from . import _envelope as envelope
@@ -35,6 +36,7 @@ from ._keys import Keyring
 from ._layout import NAMES_KEY, TenantLayout
 from ._names import looks_sealed
 from ._paths import MemoryPath
+from ._provenance import DEFAULT_ACTOR, Provenance, new_file_id, new_rev, open_provenance, with_provenance
 from .stores import ObjectInfo, ObjectStore, StoredObject
 
 T = TypeVar("T")
@@ -101,10 +103,13 @@ class RoundTrip:
 
 @dataclass
 class TextFile:
-    """A decrypted file, with the ETag an edit writes it back against."""
+    """A decrypted file, with the ETag an edit writes it back against, and its metadata and
+    data key (which open its provenance)."""
 
     text: str
     etag: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    data_key: bytes = field(default=b"", repr=False)
 
 
 class SealedFiles:
@@ -115,11 +120,19 @@ class SealedFiles:
     """
 
     def __init__(
-        self, store: ObjectStore, layout: TenantLayout, keyring: Keyring, *, max_file_bytes: int, max_workers: int
+        self,
+        store: ObjectStore,
+        layout: TenantLayout,
+        keyring: Keyring,
+        *,
+        max_file_bytes: int,
+        max_workers: int,
+        actor: str = DEFAULT_ACTOR,
     ) -> None:
         self.store = store
         self.layout = layout
         self.keyring = keyring
+        self.actor = actor
         self.max_file_bytes = max_file_bytes
         self.max_workers = max_workers
         self._pool: ThreadPoolExecutor | None = None
@@ -142,6 +155,45 @@ class SealedFiles:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+    # -- provenance ----------------------------------------------------------------------
+    def data_key_of(self, name: str, metadata: Mapping[str, str]) -> bytes:
+        """The data key of a stored version written for ``name`` (a path's display form):
+        local in tenant-key mode, one KMS ``Decrypt`` in KMS mode. ``IntegrityError`` (and
+        ``ForeignObjectError``) as for :meth:`decrypt`."""
+        header = envelope.parse_header(metadata)
+        return self.keyring.unwrap(header.wrapped_key, self.stored_binding(name, header))
+
+    def provenance_in(self, metadata: Mapping[str, str], object_key: str, data_key: bytes) -> Provenance | None:
+        """The provenance of a version whose data key is known; None if it has none that
+        opens (written before history was kept, or tampered with: history says which)."""
+        try:
+            return open_provenance(data_key, metadata, object_key)
+        except (LookupError, IntegrityError):
+            return None
+
+    def stamped(
+        self,
+        metadata: Mapping[str, str],
+        object_key: str,
+        op: str,
+        data_key: bytes,
+        *,
+        follows: Provenance | None = None,
+        at_us: int | None = None,
+    ) -> dict[str, str]:
+        """``metadata`` with the provenance of this write sealed in under its ``data_key``:
+        a new file unless it ``follows`` an earlier version (whose file id it keeps); made
+        now, or at ``at_us`` (a rename gives its copies and its record one time)."""
+        provenance = Provenance(
+            op,
+            int(time.time() * 1_000_000) if at_us is None else at_us,
+            self.actor,
+            new_file_id() if follows is None else follows.file,
+            new_rev(),
+            None if follows is None else follows.rev,
+        )
+        return with_provenance(metadata, provenance, data_key, object_key)
 
     # -- binding -------------------------------------------------------------------------
     def path_name(self, shown: str) -> str:
@@ -186,10 +238,16 @@ class SealedFiles:
 
     def decrypt(self, name: str, shown_path: str, body: bytes, metadata: Mapping[str, str]) -> bytes:
         """Open an object stored for ``name`` (a path's display form, or an internal record's name)."""
+        return self.decrypt_with_key(name, shown_path, body, metadata)[0]
+
+    def decrypt_with_key(
+        self, name: str, shown_path: str, body: bytes, metadata: Mapping[str, str]
+    ) -> tuple[bytes, bytes]:
+        """(plaintext, data key) of an object stored for ``name``; raises as :meth:`decrypt`."""
         try:
             header = envelope.parse_header(metadata)
             data_key = self.keyring.unwrap(header.wrapped_key, self.stored_binding(name, header))
-            return envelope.open_body(body, data_key, header)
+            return envelope.open_body(body, data_key, header), data_key
         except ForeignObjectError:
             raise ForeignObjectError(
                 f"Error: The file {shown_path} was not written by s3memory (it is not encrypted) and cannot be read."
@@ -218,12 +276,12 @@ class SealedFiles:
         """The text of a file fetched by :meth:`fetch`, or None if there was none."""
         if stored is None:
             return None
-        plaintext = self.decrypt(path.display, shown_path, stored.body, stored.metadata)
+        plaintext, data_key = self.decrypt_with_key(path.display, shown_path, stored.body, stored.metadata)
         try:
             text = plaintext.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidCommandError(f"Error: The file {shown_path} is not UTF-8 text and cannot be shown.") from None
-        return TextFile(text, stored.etag)
+        return TextFile(text, stored.etag, stored.metadata, data_key)
 
     def read(self, path: MemoryPath, shown_path: str) -> TextFile | None:
         """Fetch and decrypt a file, in one round trip; None if there is none (or it is the root)."""
@@ -294,3 +352,19 @@ class SealedFiles:
         if self.store.head(names_key) is not None:
             raise ConfigurationError(ENCRYPTED_NAMES_EXPECTED)
         cache.put(marker, True)
+
+
+def reporting(calls: Sequence[Callable[[], T]], progress: Callable[[int, int], None]) -> list[Callable[[], T]]:
+    """``calls``, each reporting ``progress(done, total)`` when it returns."""
+    lock = threading.Lock()
+    done = 0
+
+    def reported(call: Callable[[], T]) -> T:
+        nonlocal done
+        result = call()
+        with lock:
+            done += 1
+            progress(done, len(calls))
+        return result
+
+    return [functools.partial(reported, call) for call in calls]

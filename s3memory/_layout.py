@@ -7,7 +7,7 @@ One tenant owns two key prefixes, and nothing outside them::
     {prefix}{tenant}/.s3memory/names-key                and with encrypted names the names key
     {prefix}{tenant}/.s3memory/intents/rename-{tag}   a rename's intent record (``_rename``)
     {prefix}{tenant}/.s3memory/access/{hash}          a read's marker (``_access``, ``_expiry``)
-    {prefix}{tenant}/.s3memory/history/               reserved for version history records
+    {prefix}{tenant}/.s3memory/history/{tag}/{time}-{id}  a delete, rename or redaction (``_records``)
     {prefix}{tenant}/.s3memory/index/                 reserved for a sealed search index
 
 The internal families are disjoint: a key document's name is one segment ending ``-key``
@@ -56,6 +56,7 @@ ACCESS_MARKERS_FOLDER = "access/"
 HISTORY_FOLDER = "history/"
 INDEX_FOLDER = "index/"
 INTERNAL_FOLDERS = (INTENTS_FOLDER, ACCESS_MARKERS_FOLDER, HISTORY_FOLDER, INDEX_FOLDER)
+MAX_TIME_US = 10**16 - 1  # microseconds since the epoch, until the year 2286
 
 
 class NameSealing(Protocol):
@@ -172,8 +173,17 @@ class TenantLayout:
 
     @property
     def history_prefix(self) -> str:
-        """Reserved for version history records (nothing is written here yet)."""
+        """Where history records live (``_records``): one folder per path tag."""
         return self.internal_prefix + HISTORY_FOLDER
+
+    def history_records_prefix(self, path_tag: str) -> str:
+        """The records about the path whose keyed tag is ``path_tag``, newest first."""
+        return f"{self.history_prefix}{path_tag}/"
+
+    def history_record_key(self, path_tag: str, at_us: int, record_id: str) -> str:
+        """A record about the path tagged ``path_tag``, made at ``at_us``: the inverted time
+        first, so that a listing returns the newest record first."""
+        return f"{self.history_records_prefix(path_tag)}{MAX_TIME_US - at_us:016d}-{record_id}"
 
     @property
     def index_prefix(self) -> str:

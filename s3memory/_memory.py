@@ -11,13 +11,16 @@ Independent requests of one command are issued concurrently, in one round trip
 
 Split by concern: the sealed files of one tenant (binding, reading, listing, round trips)
 are ``_files``; the text of the answers is ``_render`` (pure); the rename protocol and its
-intent record are ``_rename``; access markers are ``_access``. What is left here is the
-dispatch, the commands, screening and the quota: about 320 lines of code; the module is
-longer than 400 lines only by its docstrings (the Raises sections of ten public methods).
+intent record are ``_rename``; access markers are ``_access``; history is ``_history``,
+``_versions`` and ``_records``. What is left here is the dispatch, the commands, screening,
+the quota and the public methods that delegate history: about 390 lines of code; the
+module is longer than 400 lines by its docstrings (the Raises sections of fifteen public
+methods), kept whole because ``EncryptedMemory`` is the public face users read.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import random
 import time
@@ -26,22 +29,26 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from . import _envelope as envelope
-from . import _rename
+from . import _history, _records, _rename, _versions
 from . import _render as render
 from ._access import PROCESS_ACCESS_LOG, AccessLog, record_access
 from ._errors import (
     ConfigurationError,
     EditError,
     InvalidCommandError,
+    InvalidPathError,
     LimitExceededError,
     NotADirectoryConflict,
     PathExistsError,
     PreconditionFailedError,
+    VersionNotFoundError,
 )
 from ._files import SealedFiles, plaintext_size
+from ._history import MemoryVersion
 from ._keys import Keyring
 from ._layout import TenantLayout
 from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, parse_path
+from ._provenance import DEFAULT_ACTOR, validate_actor
 from .stores import ObjectStore
 
 T = TypeVar("T")
@@ -151,10 +158,16 @@ class EncryptedMemory:
         screen_edit: Callable[[str, str], str] | None = None,
         track_access: bool = False,
         access_log: AccessLog | None = None,
+        actor: str = DEFAULT_ACTOR,
     ) -> None:
         self.limits = limits or Limits()
         self.files = SealedFiles(
-            store, layout, keyring, max_file_bytes=self.limits.max_file_bytes, max_workers=self.limits.max_workers
+            store,
+            layout,
+            keyring,
+            max_file_bytes=self.limits.max_file_bytes,
+            max_workers=self.limits.max_workers,
+            actor=validate_actor(actor),
         )
         self.screen_text = screen_text
         self.screen_edit = screen_edit
@@ -354,7 +367,9 @@ class EncryptedMemory:
                 raise NotADirectoryConflict(
                     f"Error: Cannot create {path}: {ancestor.display} is a file, not a directory"
                 )
-        body, metadata = envelope.seal(data, *new_key.result())
+        data_key, wrapped = new_key.result()
+        body, metadata = envelope.seal(data, data_key, wrapped)
+        metadata = self.files.stamped(metadata, key, "created", data_key)
         # Round trip 2: the conditional write; of concurrent creators exactly one wins.
         try:
             self.store.put(key, body, metadata, if_none_match=True)
@@ -400,8 +415,11 @@ class EncryptedMemory:
             # versions of a file share a key, so none can be spliced onto another's metadata.
             data_key, wrapped = self.keyring.generate(binding) if fresh_key is None else fresh_key.result()
             body, metadata = envelope.seal(data, data_key, wrapped)
+            key = self.layout.key_for(parsed)
+            follows = self.files.provenance_in(file.metadata, key, file.data_key)
+            metadata = self.files.stamped(metadata, key, "modified", data_key, follows=follows)
             try:
-                self.store.put(self.layout.key_for(parsed), body, metadata, if_match=file.etag)
+                self.store.put(key, body, metadata, if_match=file.etag)
                 return answer(new_text, detail)
             except PreconditionFailedError:
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
@@ -508,11 +526,20 @@ class EncryptedMemory:
         key = self.layout.key_for(parsed)
         rt = self.files.round_trip()
         head, under = rt.submit(self.store.head, key), rt.submit(self.files.listed, parsed)
+        # The history record's data key too (a KMS request in KMS mode), so round trip 2 is one.
+        records = rt.submit(_records.prepare, self.files, [parsed])
         rt.wait()
         if head.result() is None and not under.result():
             raise self.files.not_found(f"Error: The path {path} does not exist")
-        keys = [info.key for info in under.result()] + ([key] if head.result() is not None else [])
-        self.store.delete(keys)
+        found = head.result()
+        deleted = [*under.result(), *([found] if found is not None else [])]
+        keys = [info.key for info in deleted]
+        # Round trip 2: the deletes, and beside them the record of who deleted what.
+        rt = self.files.round_trip()
+        rt.submit(self.store.delete, keys)
+        record = {"op": "deleted", "path": parsed.display, "files": _records.listed_files(self.files, deleted)}
+        rt.submit(_records.write_beside, self.files, records.result(), record)
+        rt.wait()
         log.info("deleted %d objects", len(keys))
         return f"Successfully deleted {path}"
 
@@ -530,6 +557,92 @@ class EncryptedMemory:
             self.store.delete(keys)
         log.info("cleared the memory of one tenant: %d objects deleted", len(keys))
         return "All memory cleared"
+
+    # -- history (beyond the tool: the model never sees it) ----------------------------
+    def history(self, path: str) -> list[MemoryVersion]:
+        """Every version of the file at ``path``, newest first: also of a deleted file, and
+        from before it was renamed here. Two round trips (two more per rename followed).
+
+        Raises:
+            InvalidPathError: ``path`` is not a valid file path under ``/memories``.
+            ConfigurationError: the store keeps no versions (bucket versioning is off).
+        """
+        parsed = self._file_path(path)
+        if not self.files.names_ready():
+            return []
+        return _history.history(self.files, parsed)
+
+    def read_version(self, path: str, version: str) -> str:
+        """The text of one version of ``path`` (an id from :meth:`history`).
+
+        Raises:
+            VersionNotFoundError: ``path`` has no such version, or it was redacted.
+            InvalidPathError, ConfigurationError: as for :meth:`history`.
+            IntegrityError: the version fails its integrity check.
+        """
+        parsed = self._file_path(path)
+        if not self.files.names_ready():
+            raise VersionNotFoundError(f"Error: {parsed.display} has no version {version!r}.")
+        return _versions.read_version(self.files, parsed, version)
+
+    def restore(self, path: str, version: str) -> str:
+        """Write ``version`` of ``path`` back as its newest version (compare-and-swap:
+        ``PreconditionFailedError`` if the file changes meanwhile); a deleted file comes back.
+
+        Raises:
+            VersionNotFoundError, InvalidPathError, ConfigurationError, IntegrityError: as
+                for :meth:`read_version`.
+            PreconditionFailedError: the file changed while it was being restored.
+        """
+        parsed = self._file_path(path)
+        if not self.files.names_ready():
+            raise VersionNotFoundError(f"Error: {parsed.display} has no version {version!r}.")
+        return _versions.restore(self.files, parsed, version)
+
+    def redact(self, path: str, version: str) -> str:
+        """Delete the content of one earlier version of ``path`` for good (leaked secrets,
+        personal data, deletion requests); its history entry stays, saying who made it,
+        when, and who redacted it.
+
+        Raises:
+            VersionNotFoundError, InvalidPathError: as for :meth:`read_version`.
+            ConfigurationError: the version is the file's current one (edit or delete the
+                file first), or the store keeps no versions.
+        """
+        parsed = self._file_path(path)
+        if not self.files.names_ready():
+            raise VersionNotFoundError(f"Error: {parsed.display} has no version {version!r}.")
+        return _versions.redact(self.files, parsed, version)
+
+    def changes(
+        self,
+        path_prefix: str = "/memories",
+        *,
+        operation: str | None = None,
+        actor: str | None = None,
+        since: datetime.datetime | None = None,
+        until: datetime.datetime | None = None,
+    ) -> list[MemoryVersion]:
+        """Every change under ``path_prefix`` (a directory), newest first, optionally only of
+        one ``operation`` (created, modified, renamed, restored, deleted, redacted), by one
+        ``actor``, or between ``since`` and ``until`` (aware datetimes). Two round trips.
+
+        Raises:
+            InvalidPathError: ``path_prefix`` is not a valid path under ``/memories``.
+            ConfigurationError: a bad ``operation``, or the store keeps no versions.
+        """
+        parsed = self._parse(path_prefix)
+        if not self.files.names_ready():
+            return []
+        return _history.changes(
+            self.files, directory=parsed, operation=operation, actor=actor, since=since, until=until
+        )
+
+    def _file_path(self, path: str) -> MemoryPath:
+        parsed = self._parse(path)
+        if parsed.is_root:
+            raise InvalidPathError("Error: /memories is a directory, not a file")
+        return parsed
 
     # -- rename ------------------------------------------------------------------------
     def rename(self, old_path: str, new_path: str, *, progress: Callable[[int, int], None] | None = None) -> str:

@@ -25,12 +25,13 @@ import functools
 import hashlib
 import json
 import logging
-import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import _envelope as envelope
+from . import _records
 from ._errors import (
     ForeignObjectError,
     IntegrityError,
@@ -41,7 +42,7 @@ from ._errors import (
     PathExistsError,
     PreconditionFailedError,
 )
-from ._files import SealedFiles
+from ._files import SealedFiles, reporting
 from ._paths import MAX_S3_KEY_BYTES, MemoryPath
 from .stores import ObjectInfo
 
@@ -219,22 +220,23 @@ def plan_moves(
     return moves
 
 
-def rewrapped_metadata(
-    files: SealedFiles, info: ObjectInfo, source: MemoryPath, target: MemoryPath
-) -> Mapping[str, str]:
+def rewrapped_metadata(files: SealedFiles, info: ObjectInfo, move: Move, at_us: int) -> Mapping[str, str]:
     """``info``'s metadata with its data key re-wrapped for ``target`` (the body, sealed under
-    that data key, is copied as is); unchanged if the object cannot be opened here, so a move
-    never loses it."""
+    that data key, is copied as is) and the provenance of a renamed version of the same file;
+    unchanged if the object cannot be opened here, so a move never loses it."""
+    assert move.source is not None and move.target is not None
     try:
         header = envelope.parse_header(info.metadata)
-        data_key = files.keyring.unwrap(header.wrapped_key, files.stored_binding(source.display, header))
-        rewrapped = files.keyring.wrap(data_key, files.binding(target))
-        return envelope.metadata_for(rewrapped, header.message_id, header.commitment)
+        data_key = files.keyring.unwrap(header.wrapped_key, files.stored_binding(move.source.display, header))
+        rewrapped = files.keyring.wrap(data_key, files.binding(move.target))
     except (IntegrityError, ForeignObjectError):
         return info.metadata
+    metadata = envelope.metadata_for(rewrapped, header.message_id, header.commitment)
+    follows = files.provenance_in(info.metadata, move.source_key, data_key)
+    return files.stamped(metadata, move.target_key, "renamed", data_key, follows=follows, at_us=at_us)
 
 
-def copy_rewrapped(files: SealedFiles, move: Move, target_is_ours: bool) -> tuple[str, str | None]:
+def copy_rewrapped(files: SealedFiles, move: Move, target_is_ours: bool, at_us: int) -> tuple[str, str | None]:
     """Copy one source to its target; return (source key, the source ETag copied).
 
     ``target_is_ours``: the target holds a copy made by an interrupted attempt at this
@@ -250,7 +252,7 @@ def copy_rewrapped(files: SealedFiles, move: Move, target_is_ours: bool) -> tupl
             return move.source_key, info.etag
     metadata = info.metadata
     if move.source is not None and move.target is not None:
-        metadata = rewrapped_metadata(files, info, move.source, move.target)
+        metadata = rewrapped_metadata(files, info, move, at_us)
     store.copy(
         move.source_key, move.target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_is_ours
     )
@@ -302,15 +304,23 @@ def survey(files: SealedFiles, old: MemoryPath, new: MemoryPath, record_key: str
 
 
 def copy_all(
-    files: SealedFiles, moves: Sequence[Move], ours: set[str], progress: Callable[[int, int], None] | None
-) -> dict[str, str]:
+    files: SealedFiles,
+    moves: Sequence[Move],
+    ours: set[str],
+    progress: Callable[[int, int], None] | None,
+    records_about: Sequence[MemoryPath],
+) -> tuple[dict[str, str], list[_records.Prepared]]:
     """Round trip 3: every copy, concurrently; the source ETag copied, by source key (a source
-    deleted meanwhile is left out). ``ours``: target keys holding copies of an earlier attempt."""
-    copies = [functools.partial(copy_rewrapped, files, move, move.target_key in ours) for move in moves]
+    deleted meanwhile is left out). ``ours``: target keys holding copies of an earlier attempt.
+    Beside them, the places of the history record about ``records_about`` (their data keys
+    made now, so that round trip 4 is one request each even when KMS makes them)."""
+    at_us = int(time.time() * 1_000_000)  # the rename's one time, in its copies and its record
+    copies = [functools.partial(copy_rewrapped, files, move, move.target_key in ours, at_us) for move in moves]
     rt = files.round_trip()
-    copied = [rt.submit(copy) for copy in (_reporting(copies, progress) if progress is not None else copies)]
+    copied = [rt.submit(copy) for copy in (reporting(copies, progress) if progress is not None else copies)]
+    places = rt.submit(_records.prepare, files, records_about, at_us=at_us)
     rt.wait()
-    return {source: etag for source, etag in (c.result() for c in copied) if etag is not None}
+    return {source: etag for source, etag in (c.result() for c in copied) if etag is not None}, places.result()
 
 
 def rename(
@@ -361,14 +371,20 @@ def rename(
         etags = sorted({_bare(info.etag) for info in seen.sources})
         write_intent(files, record_key, {"op": "rename", "old": old.display, "new": new.display, "etags": etags})
     try:
-        copied = copy_all(files, moves, {info.key for info in seen.at_destination}, progress)  # all ours, as checked
+        ours = {info.key for info in seen.at_destination}  # all ours, as checked
+        copied, places = copy_all(files, moves, ours, progress, [old, new])
     except PreconditionFailedError:
         raise PreconditionFailedError(
             f"Error: {old_path} or {new_path} changed while it was being renamed; nothing was lost. "
             "Issue the same rename again to finish it."
         ) from None
-    try:  # round trip 4: the sources (each only if unchanged since its copy) and, with them, the record
-        files.store.delete([*copied, record_key], if_match=copied)
+    try:  # round trip 4: the sources (each only if unchanged since its copy) and, with them, the
+        # intent record; beside them, the history record of who moved what
+        rt = files.round_trip()
+        rt.submit(files.store.delete, [*copied, record_key], if_match=copied)
+        moved = [(m.source, m.target, copied[m.source_key]) for m in moves if m.source_key in copied]
+        rt.submit(_records.write_beside, files, places, _records.rename_record(old, new, moved))
+        rt.wait()
     except PreconditionFailedError:
         raise PreconditionFailedError(
             f"Error: Some files under {old_path} were edited while being renamed. Their newer versions "
@@ -376,19 +392,3 @@ def rename(
         ) from None
     log.info("renamed: %d files moved%s", len(moves), " (an unfinished rename resumed)" if seen.intent else "")
     return f"Successfully renamed {old_path} to {new_path}"
-
-
-def _reporting(calls: Sequence[Callable[[], T]], progress: Callable[[int, int], None]) -> list[Callable[[], T]]:
-    """``calls``, each reporting ``progress(done, total)`` when it returns."""
-    lock = threading.Lock()
-    done = 0
-
-    def reported(call: Callable[[], T]) -> T:
-        nonlocal done
-        result = call()
-        with lock:
-            done += 1
-            progress(done, len(calls))
-        return result
-
-    return [functools.partial(reported, call) for call in calls]

@@ -7,9 +7,12 @@ The six tool commands print exactly what the model would see, so scripts can rel
 
 This module is the entry point: the group :data:`cli` and its global options, the memory
 commands (the six tool commands, ``ls``, ``cat``), ``demo``, ``mcp`` and :func:`main`; the
-group also gets the commands of ``_cli_bulk`` (import, export) and ``_cli_governance`` (info,
-init, expire, rotate-key, erase-user, policy). ``_cli_output`` holds what they all share
-(options, state, exit statuses) and says how untrusted text is printed and settings are read.
+group also gets the commands of ``_cli_bulk`` (import, export), ``_cli_governance`` (info,
+init, expire, rotate-key, erase-user, policy) and ``_cli_history`` (history, show, restore,
+redact, log). ``_cli_output`` holds what they all share (options, state, exit statuses) and
+says how untrusted text is printed and settings are read. The module is a little longer than
+400 lines by the group's help (its epilog: examples, output, exit statuses), kept whole with
+the group it documents.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, TextIO, cast
 
 import click
 
-from . import _cli_bulk, _cli_governance
+from . import _cli_bulk, _cli_governance, _cli_history
 from ._cli_output import (
     _LOG_HANDLER,
     EXIT_CONFIGURATION,
@@ -83,6 +86,10 @@ Examples:
   s3memory export ./backup
   s3memory --bucket my-bucket --user alice --kms-key-id alias/memory info
   s3memory info --user alice
+  s3memory history /memories/profile/notes.md
+  s3memory show /memories/profile/notes.md --version VERSION
+  s3memory restore /memories/profile/notes.md VERSION
+  s3memory log --actor mcp --since 2026-05-01 --limit 20
   s3memory mcp
   s3memory demo --scripted
 
@@ -96,11 +103,12 @@ Output: the six tool commands and cat print the text exactly, except that
 control characters other than newline and tab, and invisible format characters
 (bidi overrides, zero-width spaces), are shown as escapes such as \\x1b or \\u202e;
 error messages are one line, escaped the same way. Names (ls, import, export,
-expire, rotate-key, info) also escape the backslash and every other unprintable
-character. Nothing printed is ever read as markup. Progress bars are drawn on
-stderr only when it is a terminal (and not with --quiet or --json). --json
-(ls, info, init, import, export, expire, rotate-key) prints one JSON object on
-stdout, described in each command's --help; errors stay one line on stderr.
+expire, rotate-key, info, history, log) also escape the backslash and every other
+unprintable character. Nothing printed is ever read as markup. Progress bars are
+drawn on stderr only when it is a terminal (and not with --quiet or --json).
+--json (ls, info, init, import, export, expire, rotate-key, history, show, log)
+prints one JSON document on stdout (history and log: a list), described in each
+command's --help; errors stay one line on stderr.
 
 \b
 Exit status: 0 success, 1 the command was refused (message on stderr),
@@ -306,12 +314,18 @@ def demo(scripted: bool) -> None:
 
 
 @_command()
+@click.option(
+    "--allow-restore/--no-allow-restore",
+    default=None,
+    help="also offer the memory_restore tool [off; env var: S3MEMORY_MCP_ALLOW_RESTORE, 1 or 0]",
+)
 @click.pass_context
-def mcp(ctx: click.Context) -> None:
+def mcp(ctx: click.Context, allow_restore: bool | None) -> None:
     """Serve this user's memory to MCP clients over stdio (needs: pip install 's3memory[mcp]').
 
-    A bad setting does not stop the server: it starts, and answers every tool call with the
-    error, so the client shows it.
+    The six memory tools, and history, read-only: memory_history, memory_show_version and
+    memory_log; memory_restore only with --allow-restore. A bad setting does not stop the
+    server: it starts, and answers every tool call with the error, so the client shows it.
 
     \b
     Claude Code: claude mcp add memory -e S3MEMORY_USER=alice -- s3memory mcp
@@ -323,8 +337,10 @@ def mcp(ctx: click.Context) -> None:
         problem: ConfigurationError | None = None
     except ConfigurationError as error:
         settings, problem = None, ConfigurationError(in_setting_names(str(error)))
+    # Without the flag, the server reads S3MEMORY_MCP_ALLOW_RESTORE itself.
+    restore = {} if allow_restore is None else {"allow_restore": allow_restore}
     try:
-        serve_stdio(settings, configuration_error=problem)
+        serve_stdio(settings, configuration_error=problem, **restore)
     except S3MemoryError as error:
         _fail(error)
 
@@ -332,7 +348,7 @@ def mcp(ctx: click.Context) -> None:
 # -- the group's commands: these, and those of the bulk and governance modules ------------
 for _registered in (view, create, str_replace, insert, delete, rename, ls, cat, demo, mcp):
     cli.add_command(_registered)
-for _registered in (*_cli_bulk.COMMANDS, *_cli_governance.COMMANDS):
+for _registered in (*_cli_bulk.COMMANDS, *_cli_governance.COMMANDS, *_cli_history.COMMANDS):
     cli.add_command(_registered)
 
 

@@ -33,22 +33,36 @@ Blank lines are no messages and are skipped. Valid messages go on to the mcp pac
 as with its own stdio transport, which still writes stdout. What a line is, message or
 refusal, is decided in ``_jsonrpc``; reading stdin and serving are here.
 
+History (see ``s3memory._history``) is served too, read-only: ``memory_history`` (a file's
+versions), ``memory_show_version`` (one version's text) and ``memory_log`` (the changes under a
+directory), one line per version; ``memory_restore`` only when the server is started with
+``allow_restore`` (``s3memory mcp --allow-restore``, or ``S3MEMORY_MCP_ALLOW_RESTORE=1``).
+The model gets no tool to redact. :func:`parse_time` reads their times, and the CLI's.
+
 ``mcp`` is an optional extra (``pip install 's3memory[mcp]'``): it is imported only inside
 the functions below, so importing this module never fails and never loads it. stdout is the
 transport; the server writes logs to stderr only. The memory is opened on the first tool
 call (so the handshake is quick and a bad setting reaches the model as a tool error), and
 every command runs in a worker thread because :class:`EncryptedMemory` blocks on I/O.
+
+The module is longer than 400 lines by the tools' declarations (each parameter's schema and
+each tool's description are what the client shows the model) and the text of history's
+answers: kept whole, so that the server's whole interface reads in one place.
 """
 
+import datetime
 import functools
 import logging
+import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+import unicodedata
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from ._config import Settings
-from ._errors import ConfigurationError, S3MemoryError
+from ._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, S3MemoryError
+from ._history import MemoryVersion
 from ._jsonrpc import _refusal, _too_large, _triage
 from ._jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
 from ._memory import EncryptedMemory
@@ -89,6 +103,12 @@ read on in chunks and dropped, never held whole, and answered with ``-32600`` In
 Request."""
 
 _DISCARD_CHUNK = 1024 * 1024  # an overlong line is skipped this many bytes at a time
+
+ALLOW_RESTORE_VARIABLE = "S3MEMORY_MCP_ALLOW_RESTORE"
+LOG_LIMIT, MAX_LOG_LIMIT = 50, 1000  # memory_log's default number of changes, and its largest
+FILE_HELP = "A file under /memories, e.g. /memories/notes.md (also one since deleted or renamed)."
+VERSION_HELP = "A version id, as `memory_history` or `memory_log` lists it."
+_NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})  # controls, format characters, separators
 
 
 def _require_mcp() -> None:
@@ -134,13 +154,109 @@ class _Once:
             return self._memory
 
 
-def build_server(open_memory: Callable[[], EncryptedMemory]) -> "MCPServer[Any]":
-    """An MCP server with the six memory tools over the memory ``open_memory()`` returns.
+# -- history, as text ---------------------------------------------------------------------------
+def parse_time(text: str, name: str | None = None) -> datetime.datetime:
+    """An ISO-8601 time, aware: a date alone is midnight UTC, a time without a zone is UTC
+    (``Z`` is UTC too). Raises InvalidCommandError (a ValueError) naming ``name``."""
+    raw = text.strip()
+    try:
+        moment = datetime.datetime.fromisoformat(raw[:-1] + "+00:00" if raw[-1:] in ("Z", "z") else raw)
+    except ValueError:
+        shown = repr(raw if len(raw) <= 40 else raw[:40] + "...")
+        raise InvalidCommandError(
+            (f"{name}: " if name else "") + f"{shown} is not an ISO-8601 time such as 2026-05-01, "
+            "2026-05-01T09:30 or 2026-05-01T09:30:00+02:00 (without a zone: UTC)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def iso_time(moment: datetime.datetime) -> str:
+    """``moment`` in ISO 8601, UTC, to the microsecond: ``2026-05-01T09:30:00.000000Z``."""
+    return moment.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _one_line(text: object) -> str:
+    """Stored text (a path, an actor, a note) kept on one line: controls, format characters,
+    separators and the backslash escaped, so one version is always one line."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if char == "\\" or unicodedata.category(char) in _NEVER_RAW
+        else char
+        for char in str(text)
+    )
+
+
+def version_line(entry: MemoryVersion, *, with_path: bool = False) -> str:
+    """One version (or change) on one line, for the model."""
+    parts = [iso_time(entry.at), entry.operation]
+    if with_path:
+        parts.append(entry.path)
+    parts.append(f"by {entry.actor if entry.actor is not None else 'unknown'}")
+    line = " ".join(_one_line(part) for part in parts)
+    details = [f"{entry.size} bytes" if entry.size is not None else "no content"]
+    details.append(f"version {_one_line(entry.version)}")
+    if entry.current:
+        details.append("current")
+    verified = "verified" if entry.verified else "NOT verified"
+    details.append(f"{verified}: {_one_line(entry.note)}" if entry.note else verified)
+    return f"{line}; " + "; ".join(details)
+
+
+def _history_text(path: str, entries: Sequence[MemoryVersion]) -> str:
+    if not entries:
+        raise PathNotFoundError(f"Error: The path {path} has no history: nothing was ever written there.")
+    lines = [version_line(e, with_path=any(e.path != path for e in entries)) for e in entries]
+    return f"History of {_one_line(path)}, newest first ({len(entries)} version(s)):\n" + "\n".join(lines)
+
+
+def _version_text(memory: EncryptedMemory, path: str, version: str) -> str:
+    text = memory.read_version(path, version)
+    limit = memory.limits.max_view_chars
+    head = f"Here's version {_one_line(version)} of {_one_line(path)}"
+    if len(text) <= limit:
+        return f"{head}:\n{text}"
+    return (
+        f"{head}, its first {limit} of {len(text)} characters (restore it to read the rest with "
+        f"`view` and a view_range):\n{text[:limit]}"
+    )
+
+
+def _log_text(memory: EncryptedMemory, path_prefix: str, limit: int, **filters: Any) -> str:
+    if not 1 <= limit <= MAX_LOG_LIMIT:
+        raise InvalidCommandError(f"Error: limit must be between 1 and {MAX_LOG_LIMIT}, not {limit}")
+    for name in ("since", "until"):
+        if filters[name] is not None:
+            filters[name] = parse_time(filters[name], name)
+    if filters["since"] is not None and filters["until"] is not None and filters["since"] > filters["until"]:
+        raise InvalidCommandError("Error: since is after until: no change can match")
+    entries = memory.changes(path_prefix, **filters)
+    where = _one_line(path_prefix)
+    if not entries:
+        return f"No changes under {where} match."
+    shown = entries[:limit]
+    more = (
+        f"; the newest {limit} shown: raise limit or narrow the filters for the others" if len(entries) > limit else ""
+    )
+    lines = "\n".join(version_line(e, with_path=True) for e in shown)
+    return f"Changes under {where}, newest first ({len(entries)} change(s){more}):\n{lines}"
+
+
+def allow_restore_from_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``S3MEMORY_MCP_ALLOW_RESTORE`` turns on ``memory_restore`` (1 or 0; unset: off)."""
+    value = (os.environ if environ is None else environ).get(ALLOW_RESTORE_VARIABLE, "")
+    if value.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
+        raise ConfigurationError(f"{ALLOW_RESTORE_VARIABLE} must be 1 or 0, not {_one_line(repr(value))[:80]}")
+    return value.lower() in ("1", "true", "yes")
+
+
+def build_server(open_memory: Callable[[], EncryptedMemory], *, allow_restore: bool = False) -> "MCPServer[Any]":
+    """An MCP server with the six memory tools over the memory ``open_memory()`` returns, and the
+    read-only history tools (``memory_restore`` too with ``allow_restore``).
 
     ``open_memory`` is called on the first tool call (and again on the next if it raised).
-    Each tool answers with the exact string of the :class:`EncryptedMemory` method; an
-    :class:`~s3memory.S3MemoryError` becomes a tool result with ``isError: true`` and the
-    error's message as its text.
+    Each tool answers with the exact string of the :class:`EncryptedMemory` method (the history
+    tools: one line per version); an :class:`~s3memory.S3MemoryError` becomes a tool result
+    with ``isError: true`` and the error's message as its text.
 
     Raises:
         ConfigurationError: the ``mcp`` package is not installed.
@@ -222,6 +338,54 @@ def build_server(open_memory: Callable[[], EncryptedMemory]) -> "MCPServer[Any]"
         """Rename or move a file or a directory (with everything under it). Never overwrites."""
         return await run(lambda m: m.rename(old_path, new_path))
 
+    # -- history: read-only, and restore only when the operator allows it ----------------------
+    File = Annotated[str, Field(description=FILE_HELP)]
+    Version = Annotated[str, Field(description=VERSION_HELP)]
+    reading = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+    @server.tool(annotations=reading)
+    async def memory_history(path: File) -> CallToolResult:
+        """Every version of a memory file, newest first (across renames, also after a delete), one
+        line each: when (UTC), what was done (created, modified, renamed, restored, deleted,
+        redacted), by whom, its size, its version id, and whether that record is verified."""
+        return await run(lambda m: _history_text(path, m.history(path)))
+
+    @server.tool(annotations=reading)
+    async def memory_show_version(path: File, version: Version) -> CallToolResult:
+        """The text of one earlier version of a memory file, as it was (no line numbers)."""
+        return await run(lambda m: _version_text(m, path, version))
+
+    when = "ISO-8601 time (2026-05-01 is its midnight UTC; a time without a zone is UTC)"
+    Operation = Annotated[
+        str | None, Field(description="Only this operation: created, modified, renamed, restored, deleted or redacted.")
+    ]
+    Actor = Annotated[str | None, Field(description="Only changes made by this actor (e.g. mcp, cli, session:abc).")]
+    Since = Annotated[str | None, Field(description=f"Only changes at or after this {when}.")]
+    Until = Annotated[str | None, Field(description=f"Only changes at or before this {when}.")]
+    Limit = Annotated[int, Field(description=f"At most this many changes, the newest (1 to {MAX_LOG_LIMIT}).")]
+
+    @server.tool(annotations=reading)
+    async def memory_log(
+        path_prefix: Annotated[str, Field(description="Only changes under this directory.")] = "/memories",
+        operation: Operation = None,
+        actor: Actor = None,
+        since: Since = None,
+        until: Until = None,
+        limit: Limit = LOG_LIMIT,
+    ) -> CallToolResult:
+        """The changes to memory files under a directory, newest first, one line each: when (UTC),
+        what was done, to which file, by whom, its size, its version id, and whether verified."""
+        filters = {"operation": operation, "actor": actor, "since": since, "until": until}
+        return await run(lambda m: _log_text(m, path_prefix, limit, **filters))
+
+    if allow_restore:
+
+        @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+        async def memory_restore(path: File, version: Version) -> CallToolResult:
+            """Write an earlier version of a memory file back as its newest version (a deleted file
+            comes back). The versions after it are kept, so a restore can itself be undone."""
+            return await run(lambda m: m.restore(path, version))
+
     return server
 
 
@@ -292,34 +456,50 @@ async def serve_stdio_async(server: "MCPServer[Any]", *, max_message_bytes: int 
             await lowlevel.run(received, write_stream, lowlevel.create_initialization_options())
 
 
-def serve_stdio(settings: Settings | None, *, configuration_error: ConfigurationError | None = None) -> None:
+def serve_stdio(
+    settings: Settings | None,
+    *,
+    configuration_error: ConfigurationError | None = None,
+    allow_restore: bool | None = None,
+) -> None:
     """Serve ``settings``' memory over stdin/stdout until the client closes the connection.
 
     With ``configuration_error`` (the settings could not be read), the server still starts and
     answers the handshake, and every tool call answers with that error, so the client (and
     the model) sees what to fix instead of a server that died before it spoke.
+    ``allow_restore`` offers the ``memory_restore`` tool; None: as ``S3MEMORY_MCP_ALLOW_RESTORE``
+    says (a bad value is a configuration error, reported the same way).
 
     Raises:
         ConfigurationError: the ``mcp`` package is not installed.
     """
     if settings is None and configuration_error is None:
         raise TypeError("give the settings, or the configuration error that prevented them")
+    if allow_restore is None:
+        try:
+            allow_restore = allow_restore_from_environment()
+        except ConfigurationError as error:
+            allow_restore, configuration_error = False, configuration_error or error
     opened: list[EncryptedMemory] = []
 
     def open_memory() -> EncryptedMemory:
         if configuration_error is not None or settings is None:
             raise configuration_error or ConfigurationError("no settings")
-        memory = settings.open()
+        memory = settings.open(actor="mcp")
         opened.append(memory)
         return memory
 
-    server = build_server(open_memory)
+    server = build_server(open_memory, allow_restore=allow_restore)
     import anyio
 
     if configuration_error is not None or settings is None:
         print(f"s3memory: the settings are wrong, every tool call will say so: {configuration_error}", file=sys.stderr)
     else:
-        print(f"s3memory: serving the memory of {settings.user} at {settings.location} over stdio", file=sys.stderr)
+        restore = " (memory_restore allowed)" if allow_restore else ""
+        print(
+            f"s3memory: serving the memory of {settings.user} at {settings.location} over stdio{restore}",
+            file=sys.stderr,
+        )
     try:
         anyio.run(serve_stdio_async, server)
     except KeyboardInterrupt:

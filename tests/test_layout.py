@@ -37,6 +37,8 @@ def family(layout: TenantLayout, key: str) -> str:
         return "intent"
     if key.startswith(layout.access_markers_prefix):
         return "access marker"
+    if key.startswith(layout.history_prefix) and key.count("/") == layout.history_prefix.count("/") + 1:
+        return "history record"
     return "unknown"
 
 
@@ -100,7 +102,9 @@ def test_every_object_a_workload_leaves_is_one_the_layout_names(encrypt_names: b
     store.put(record, b"", {})
     families = {key: family(memory.layout, key) for key in (info.key for info in store.list(""))}
     assert "unknown" not in families.values(), families
-    expected = {"file", TENANT_KEY, "access marker", "intent"} | ({NAMES_KEY} if encrypt_names else set())
+    expected = {"file", TENANT_KEY, "access marker", "intent", "history record"} | (
+        {NAMES_KEY} if encrypt_names else set()
+    )
     assert set(families.values()) == expected
 
 

@@ -32,6 +32,10 @@ TOOLS = {
     "insert": ["insert_line", "insert_text", "path"],
     "delete": ["path"],
     "rename": ["new_path", "old_path"],
+    # history, read-only (memory_restore only with allow_restore: tests/test_mcp_history.py)
+    "memory_history": ["path"],
+    "memory_show_version": ["path", "version"],
+    "memory_log": [],
 }
 
 

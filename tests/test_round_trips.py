@@ -97,17 +97,19 @@ def test_warm_tenant_mode_request_budget(tenant_mode: tuple[Any, Meter]) -> None
     assert meter.take() == {"GetObject": 1, "PutObject": 1}
     # checks and a look for an unfinished attempt (GET); the intent record (PUT); the copy;
     # one DeleteObjects for the source and the record together
+    # one DeleteObjects for the source and the record together, and beside it the history
+    # record under the old and the new path (two PUTs)
     memory.rename("/memories/d/x.md", "/memories/y.md")
     assert meter.take() == {
         "HeadObject": 2,
         "ListObjectsV2": 2,
         "GetObject": 1,
-        "PutObject": 1,
+        "PutObject": 1 + 2,
         "CopyObject": 1,
         "DeleteObjects": 1,
     }
-    memory.delete("/memories/y.md")
-    assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1}
+    memory.delete("/memories/y.md")  # and beside the delete, its history record
+    assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1, "PutObject": 1}
 
 
 def test_rename_and_delete_of_a_directory_scale_per_file(tenant_mode: tuple[Any, Meter]) -> None:
@@ -121,12 +123,12 @@ def test_rename_and_delete_of_a_directory_scale_per_file(tenant_mode: tuple[Any,
         "HeadObject": 2 + 25,
         "ListObjectsV2": 2,
         "GetObject": 1,
-        "PutObject": 1,
+        "PutObject": 1 + 2,  # the intent record; one history record each under old and new
         "CopyObject": 25,
         "DeleteObjects": 1,
     }
-    memory.delete("/memories/moved")
-    assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1}
+    memory.delete("/memories/moved")  # one history record for the directory, not one per file
+    assert meter.take() == {"HeadObject": 1, "ListObjectsV2": 1, "DeleteObjects": 1, "PutObject": 1}
 
 
 def test_kms_per_object_mode_data_key_requests(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
@@ -161,3 +163,38 @@ def test_local_master_key_mode_never_calls_kms(s3_client: Any, kms_client: Any) 
     memory.view("/memories/a.md")
     calls = meter.take()
     assert not {"Encrypt", "Decrypt", "GenerateDataKey"} & calls.keys()
+
+
+def test_history_requests(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
+    """``history``: round trip 1 lists the versions of the key and the records about the path
+    and each of its directories; round trip 2 reads each version's head and each record."""
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    memory = open_memory(
+        user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
+    )
+    memory.create("/memories/d/a.md", "1\n")
+    for n in range(2, 5):
+        memory.str_replace("/memories/d/a.md", str(n - 1), str(n))
+    memory.delete("/memories/d/a.md")
+    meter = Meter(s3_client, kms_client)
+    entries = memory.history("/memories/d/a.md")
+    assert [e.operation for e in entries] == ["deleted", "modified", "modified", "modified", "created"]
+    # GetBucketVersioning once per store; versions of the key; the records of the path and of
+    # /memories/d; a HEAD per version; a GET of the one record (the delete's)
+    assert meter.take() == {
+        "GetBucketVersioning": 1,
+        "ListObjectVersions": 1,
+        "ListObjectsV2": 2,
+        "HeadObject": 4,
+        "GetObject": 1,
+    }
+    memory.history("/memories/d/a.md")
+    again = meter.take()
+    assert again["HeadObject"] == 4 and "GetBucketVersioning" not in again  # its answer is cached
+    # restore: the version, the current file (and a data key, local here), then the PUT; the
+    # file was deleted, so its last version before that is looked up too (for its file id)
+    oldest = entries[-1].version
+    memory.restore("/memories/d/a.md", oldest)
+    assert meter.take() == {"GetObject": 1, "HeadObject": 1 + 1, "ListObjectVersions": 1, "PutObject": 1}
+    memory.restore("/memories/d/a.md", entries[1].version)  # over a current version: two round trips
+    assert meter.take() == {"GetObject": 1, "HeadObject": 1, "PutObject": 1}

@@ -22,8 +22,12 @@ Covered, one JSON section each (the section's ``what`` strings say more):
   segments of ASCII, unicode, nested, 15/16-byte and 159-byte names, and path tags).
 - ``scenarios``: every write (PUT with body, metadata, tags and conditions; COPY; DELETE) and
   every KMS Encrypt/GenerateDataKey request that ``create``, ``str_replace``, ``rename`` (its
-  sealed intent record, opened to its JSON text), ``view`` with access tracking (the marker),
-  ``rotate_tenant_key`` and ``rewrap_tenant_key`` make, and the files the store holds after each step.
+  sealed intent record, opened to its JSON text), ``delete``, ``view`` with access tracking (the
+  marker), ``rotate_tenant_key`` and ``rewrap_tenant_key`` make, and the files the store holds after
+  each step; the provenance each version carries (``x-amz-meta-s3memory-p``, opened to its record)
+  and the history records of deletes and renames (opened like intent records). Provenance came
+  with issue 14: the scenarios were regenerated then, and every write, body and KMS request they
+  froze before was unchanged but for the new metadata entry and the new record objects.
 
 Objects written by an earlier version (s3memory 0.1, commit fa4c510) are frozen in
 ``tests/fixtures/format_v1.json`` and opened, edited, renamed and rotated by
@@ -88,6 +92,7 @@ from s3memory._access import access_marker_key
 from s3memory._keydocs import LocalMasterKey, key_document_context
 from s3memory._keys import TenantKeyring, TenantKeys
 from s3memory._layout import NAMES_KEY as NAMES_KEY_OBJECT
+from s3memory._provenance import PROVENANCE_METADATA, open_provenance
 from s3memory.stores import StoredObject
 from s3memory.stores._delegating import DelegatingStore
 
@@ -462,6 +467,14 @@ def open_record(memory: EncryptedMemory, key: str, body: bytes, metadata: Mappin
     return {"key": key, "sealed_for": sealed_for, "binding": binding, "plaintext": plaintext}
 
 
+def opened_provenance(memory: EncryptedMemory, key: str, metadata: Mapping[str, str]) -> dict[str, Any]:
+    """A version's provenance (``s3memory._provenance``), opened with its data key."""
+    path = memory.layout.path_for_key(key)
+    assert path is not None
+    data_key = memory.files.data_key_of(path.display, metadata)
+    return {"key": key, "record": open_provenance(data_key, metadata, key).record()}
+
+
 def run_step(world: World, memory: EncryptedMemory, step: Mapping[str, Any]) -> None:
     op = step["op"]
     if op == "create":
@@ -472,6 +485,8 @@ def run_step(world: World, memory: EncryptedMemory, step: Mapping[str, Any]) -> 
         memory.rename(step["old"], step["new"])
     elif op == "view":
         memory.view(step["path"])
+    elif op == "delete":
+        memory.delete(step["path"])
     elif op == "rotate":
         assert rotate_tenant_key(memory, workers=1, retire_after=0).complete
     elif op == "rewrap_master":
@@ -509,11 +524,17 @@ def compute_scenario(vectors: Vectors, given: Case) -> dict[str, Any]:
         ]
         # What a fresh process reads afterwards (every version of a file gets read back).
         reader = world.memory(master_key_hex=reading_master(vectors, given["steps"][: index + 1]), track_access=False)
+        provenance = [
+            opened_provenance(reader, w.get("key") or w["destination"], w["metadata"])
+            for w in writes
+            if PROVENANCE_METADATA in w.get("metadata", {})
+        ]
         steps.append(
             {
                 "writes": writes,
                 "kms_requests": list(world.kms.requests),
                 "records": records,
+                "provenance": provenance,
                 "files_after": files_of(reader),
             }
         )
