@@ -318,9 +318,11 @@ def copy_all(
     copies = [functools.partial(copy_rewrapped, files, move, move.target_key in ours, at_us) for move in moves]
     rt = files.round_trip()
     copied = [rt.submit(copy) for copy in (reporting(copies, progress) if progress is not None else copies)]
-    places = rt.submit(_records.prepare, files, records_about, at_us=at_us)
+    # One task per record place: with KMS each makes a data key, and they must not queue.
+    places = [rt.submit(_records.prepare, files, [about], at_us=at_us) for about in records_about]
     rt.wait()
-    return {source: etag for source, etag in (c.result() for c in copied) if etag is not None}, places.result()
+    prepared = [place for pending in places for place in pending.result()]
+    return {source: etag for source, etag in (c.result() for c in copied) if etag is not None}, prepared
 
 
 def rename(
@@ -383,7 +385,9 @@ def rename(
         rt = files.round_trip()
         rt.submit(files.store.delete, [*copied, record_key], if_match=copied)
         moved = [(m.source, m.target, copied[m.source_key]) for m in moves if m.source_key in copied]
-        rt.submit(_records.write_beside, files, places, _records.rename_record(old, new, moved))
+        record = _records.rename_record(old, new, moved)
+        for place in places:  # concurrently, beside the delete
+            rt.submit(_records.write_beside, files, [place], record)
         rt.wait()
     except PreconditionFailedError:
         raise PreconditionFailedError(
