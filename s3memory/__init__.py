@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._access import AccessLog
 from ._config import Settings
+from ._entries import MemoryVersion
 from ._envelope import WrappedKey, binding_context
 from ._errors import (
     BucketNotFoundError,
@@ -36,7 +37,6 @@ from ._errors import (
 from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import MemoryOptions, open_memory
 from ._guard import Detector, Finding, SecretGuard, SensitiveDataError
-from ._history import MemoryVersion
 from ._identity import user_id_for_subject
 from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
 from ._keys import Keyring

@@ -30,8 +30,8 @@ from ._cli_output import (
     _state,
     printable,
 )
+from ._entries import MemoryVersion
 from ._errors import ConfigurationError, PathNotFoundError, VersionNotFoundError
-from ._history import MemoryVersion
 from ._provenance import OPERATIONS
 from ._render import format_size
 

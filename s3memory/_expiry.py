@@ -18,10 +18,13 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from . import _records
 from ._access import access_marker_key
 from ._errors import ConfigurationError, PreconditionFailedError
 from ._files import plaintext_size
 from ._memory import EncryptedMemory
+from ._paths import MemoryPath
+from .stores import ObjectInfo
 
 log = logging.getLogger("s3memory")
 
@@ -89,6 +92,11 @@ def expire_memories(
         kept = {info.key for info in store.list(layout.memory_prefix)} & etags.keys()
     for stale in report.stale:
         (report.kept_changed if keys[stale.path] in kept else report.deleted).append(stale.path)
+    # Who deleted them, for history: one record about the whole memory (the root).
+    gone = [ObjectInfo(key, 0, etag) for key, etag in etags.items() if key not in kept]
+    if gone:
+        record = {"op": "deleted", "path": "/memories", "files": _records.listed_files(memory.files, gone)}
+        _records.write_beside(memory.files, _records.prepare(memory.files, [MemoryPath("")]), record)
     gone_markers = [m for m in doomed_markers if m in markers] + orphans
     if gone_markers:
         store.delete(gone_markers)

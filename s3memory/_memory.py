@@ -32,6 +32,7 @@ from . import _envelope as envelope
 from . import _history, _records, _rename, _versions
 from . import _render as render
 from ._access import PROCESS_ACCESS_LOG, AccessLog, record_access
+from ._entries import MemoryVersion
 from ._errors import (
     ConfigurationError,
     EditError,
@@ -44,7 +45,6 @@ from ._errors import (
     VersionNotFoundError,
 )
 from ._files import SealedFiles, plaintext_size
-from ._history import MemoryVersion
 from ._keys import Keyring
 from ._layout import TenantLayout
 from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, parse_path
@@ -552,13 +552,17 @@ class EncryptedMemory:
             StorageError: the store refused or failed a LIST or a delete; files deleted
                 before the failure stay deleted.
         """
-        keys = [info.key for info in self.store.list(self.layout.memory_prefix)]
+        infos = list(self.store.list(self.layout.memory_prefix))
+        keys = [info.key for info in infos]
         if keys:
             self.store.delete(keys)
+            # Who cleared it, for history: one record about the whole memory (the root).
+            record = {"op": "deleted", "path": "/memories", "files": _records.listed_files(self.files, infos)}
+            _records.write_beside(self.files, _records.prepare(self.files, [MemoryPath("")]), record)
         log.info("cleared the memory of one tenant: %d objects deleted", len(keys))
         return "All memory cleared"
 
-    # -- history (beyond the tool: the model never sees it) ----------------------------
+    # -- history (beyond the six commands, which never see it) ---------------------------
     def history(self, path: str) -> list[MemoryVersion]:
         """Every version of the file at ``path``, newest first: also of a deleted file, and
         from before it was renamed here. Two round trips (two more per rename followed).
@@ -592,6 +596,8 @@ class EncryptedMemory:
         Raises:
             VersionNotFoundError, InvalidPathError, ConfigurationError, IntegrityError: as
                 for :meth:`read_version`.
+            PathExistsError: a directory is at ``path`` now.
+            NotADirectoryConflict: an ancestor of ``path`` is a file now.
             PreconditionFailedError: the file changed while it was being restored.
         """
         parsed = self._file_path(path)

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from . import _envelope as envelope
 from . import _records
+from ._entries import MemoryVersion
 from ._errors import (
     ConfigurationError,
     ForeignObjectError,
     IntegrityError,
+    NotADirectoryConflict,
+    PathExistsError,
     PreconditionFailedError,
     VersionNotFoundError,
 )
 from ._files import SealedFiles
-from ._history import MemoryVersion, history, own_versions, require_versions
+from ._history import history, own_versions, require_versions
 from ._paths import MemoryPath, parse_path
 from ._provenance import Provenance
 from .stores import ObjectInfo, StoredObject
@@ -95,8 +98,18 @@ def restore(files: SealedFiles, path: MemoryPath, version: str) -> str:
     found = rt.submit(_get, files, key, version)
     current = rt.submit(files.store.head, key)
     new_key = rt.submit(files.keyring.generate, files.binding(path))
+    is_dir = rt.submit(files.has_objects_under, path)
+    ancestor_heads = files.head_ancestors(rt, path)
     rt.wait()
     where, stored = _located(files, path, version, found.result())
+    # The same shape rules as create: never a file beside a directory of one name, or below a file.
+    if current.result() is None and is_dir.result():
+        raise PathExistsError(f"Error: Cannot restore {path.display}: it is a directory now")
+    for ancestor, above in zip(path.ancestors(), ancestor_heads, strict=True):
+        if above.result() is not None:
+            raise NotADirectoryConflict(
+                f"Error: Cannot restore {path.display}: {ancestor.display} is a file, not a directory"
+            )
     text, restored = _opened(files, where, stored, version)
     head = current.result()
     data_key, wrapped = new_key.result()

@@ -61,8 +61,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from ._config import Settings
+from ._entries import MemoryVersion
 from ._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, S3MemoryError
-from ._history import MemoryVersion
 from ._jsonrpc import _refusal, _too_large, _triage
 from ._jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
 from ._memory import EncryptedMemory

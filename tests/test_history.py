@@ -19,8 +19,11 @@ from s3memory import (
     InvalidPathError,
     KeyCache,
     MemoryVersion,
+    NotADirectoryConflict,
+    PathExistsError,
     PathNotFoundError,
     PreconditionFailedError,
+    StorageAccessDeniedError,
     VersionNotFoundError,
     open_memory,
 )
@@ -421,3 +424,109 @@ def test_read_and_restore_on_a_store_without_versions_say_so() -> None:
     ):
         with pytest.raises(ConfigurationError, match="keeps no versions"):
             call()
+
+
+# -- found by review: each of these failed before its fix ------------------------------------------
+def test_a_deleted_file_put_back_by_a_bucket_writer_is_not_hidden(make_versioned: MakeVersioned) -> None:
+    memory = make_versioned("inmemory", actor="alice")
+    memory.create("/memories/a.md", "secret plan\n")
+    key = memory.layout.key_for(memory._parse("/memories/a.md"))
+    (old,) = [v for v in memory.store.list_versions(key) if not v.is_delete_marker]
+    memory.delete("/memories/a.md")
+    stored = memory.store.get_version(key, old.version_id)
+    assert stored is not None
+    memory.store.put(key, bytes(stored.body), dict(stored.metadata))  # no keys needed
+    newest = memory.history("/memories/a.md")[0]
+    assert (newest.current, newest.verified) == (True, False)
+    assert newest.note == "out of sequence: a copy of an earlier version (replayed)"
+    memory.store.delete([key])  # and deleted again: alice's record explains one deletion only
+    deletions = [e for e in memory.history("/memories/a.md") if e.operation == "deleted"]
+    assert [(e.actor, e.verified) for e in deletions] == [(None, False), ("alice", True)]
+
+
+def test_renames_back_and_forth_are_followed_once_each() -> None:
+    from s3memory.stores import DelegatingStore
+
+    class Counting(DelegatingStore):
+        requests = 0
+
+        def _call(self, verb: str, perform: Callable[[], Any]) -> Any:
+            Counting.requests += 1
+            return perform()
+
+    memory = open_memory(user_id="alice", store=Counting(InMemoryStore()), master_key=MASTER_KEY, key_cache=KeyCache())
+    memory.create("/memories/a.md", "x")
+    for _ in range(3):
+        memory.rename("/memories/a.md", "/memories/b.md")
+        memory.rename("/memories/b.md", "/memories/a.md")
+    Counting.requests = 0
+    entries = memory.history("/memories/a.md")
+    assert [(e.path, e.operation) for e in entries] == [
+        *[(path, "renamed") for path in ["/memories/a.md", "/memories/b.md"] * 3],
+        ("/memories/a.md", "created"),
+    ]
+    assert Counting.requests < 40  # each (path, file) read once: it grew exponentially before
+
+
+def test_a_redaction_whose_delete_failed_can_be_redone(make_versioned: MakeVersioned) -> None:
+    memory = make_versioned("inmemory")
+    memory.create("/memories/a.md", "leak\n")
+    memory.str_replace("/memories/a.md", "leak", "fine")
+    leaked = memory.history("/memories/a.md")[1].version
+    real_delete = memory.store.delete_version
+
+    def refused(key: str, version_id: str) -> None:
+        raise StorageAccessDeniedError("Error: Memory storage failed during delete_object: access denied.")
+
+    memory.store.delete_version = refused  # type: ignore[method-assign]
+    with pytest.raises(StorageAccessDeniedError):
+        memory.redact("/memories/a.md", leaked)
+    assert memory.read_version("/memories/a.md", leaked) == "leak\n"  # still there, and says so
+    memory.store.delete_version = real_delete  # type: ignore[method-assign]
+    memory.redact("/memories/a.md", leaked)
+    with pytest.raises(VersionNotFoundError, match="was redacted"):
+        memory.read_version("/memories/a.md", leaked)
+
+
+def test_after_redactions_each_deletion_keeps_its_own_author(make_versioned: MakeVersioned) -> None:
+    alice, bob = make_versioned("inmemory", actor="alice"), make_versioned("inmemory", actor="bob")
+    alice.create("/memories/a.md", "one\n")
+    alice.delete("/memories/a.md")
+    bob.create("/memories/a.md", "two\n")
+    bob.delete("/memories/a.md")
+    for entry in [e for e in alice.history("/memories/a.md") if e.operation == "created"]:
+        alice.redact("/memories/a.md", entry.version)
+    deletions = [(e.operation, e.actor, e.verified) for e in alice.history("/memories/a.md") if e.size is None]
+    assert ("deleted", "bob", True) in deletions and ("deleted", "alice", True) in deletions
+    assert [e.actor for e in alice.history("/memories/a.md") if e.operation == "deleted"] == ["bob", "alice"]
+
+
+def test_restore_keeps_the_shape_rules_of_create(make_versioned: MakeVersioned) -> None:
+    memory = make_versioned("inmemory")
+    memory.create("/memories/x", "a file\n")
+    version = memory.history("/memories/x")[0].version
+    memory.delete("/memories/x")
+    memory.create("/memories/x/inside.md", "now a directory\n")
+    with pytest.raises(PathExistsError, match="it is a directory now"):
+        memory.restore("/memories/x", version)
+    memory.create("/memories/p/q.md", "q\n")
+    q = memory.history("/memories/p/q.md")[0].version
+    memory.delete("/memories/p")
+    memory.create("/memories/p", "p is a file\n")
+    with pytest.raises(NotADirectoryConflict, match="/memories/p is a file"):
+        memory.restore("/memories/p/q.md", q)
+
+
+def test_clearing_and_expiring_leave_records(make_versioned: MakeVersioned) -> None:
+    memory = make_versioned("inmemory", actor="admin")
+    memory.create("/memories/d/a.md", "a\n")
+    memory.clear_all()
+    (deleted,) = [e for e in memory.history("/memories/d/a.md") if e.operation == "deleted"]
+    assert (deleted.actor, deleted.verified) == ("admin", True)
+
+
+def test_changes_wants_aware_times(make_versioned: MakeVersioned) -> None:
+    memory = make_versioned("inmemory")
+    memory.create("/memories/a.md", "a\n")
+    with pytest.raises(ConfigurationError, match="aware datetime"):
+        memory.changes(since=datetime.datetime(2020, 1, 1))

@@ -179,22 +179,29 @@ def test_history_requests(s3_client: Any, kms_client: Any, kms_key_id: str) -> N
     meter = Meter(s3_client, kms_client)
     entries = memory.history("/memories/d/a.md")
     assert [e.operation for e in entries] == ["deleted", "modified", "modified", "modified", "created"]
-    # GetBucketVersioning once per store; versions of the key; the records of the path and of
-    # /memories/d; a HEAD per version; a GET of the one record (the delete's)
+    # GetBucketVersioning once per store; versions of the key; the records of the path, of
+    # /memories/d and of /memories; a HEAD per version; a GET of the one record (the delete's)
     assert meter.take() == {
         "GetBucketVersioning": 1,
         "ListObjectVersions": 1,
-        "ListObjectsV2": 2,
+        "ListObjectsV2": 3,
         "HeadObject": 4,
         "GetObject": 1,
     }
     memory.history("/memories/d/a.md")
     again = meter.take()
     assert again["HeadObject"] == 4 and "GetBucketVersioning" not in again  # its answer is cached
-    # restore: the version, the current file (and a data key, local here), then the PUT; the
-    # file was deleted, so its last version before that is looked up too (for its file id)
+    # restore: the version, the current file, the shape checks create makes (a directory
+    # there? a file above?) and a data key (local here); then the PUT. The file was deleted,
+    # so its last version before that is looked up too (for its file id).
     oldest = entries[-1].version
     memory.restore("/memories/d/a.md", oldest)
-    assert meter.take() == {"GetObject": 1, "HeadObject": 1 + 1, "ListObjectVersions": 1, "PutObject": 1}
+    assert meter.take() == {
+        "GetObject": 1,
+        "HeadObject": 1 + 1 + 1,
+        "ListObjectsV2": 1,
+        "ListObjectVersions": 1,
+        "PutObject": 1,
+    }
     memory.restore("/memories/d/a.md", entries[1].version)  # over a current version: two round trips
-    assert meter.take() == {"GetObject": 1, "HeadObject": 1, "PutObject": 1}
+    assert meter.take() == {"GetObject": 1, "HeadObject": 2, "ListObjectsV2": 1, "PutObject": 1}
