@@ -48,10 +48,6 @@ def own_versions(files: SealedFiles, key: str) -> list[ObjectVersion]:
     return [v for v in files.store.list_versions(key) if v.key == key]
 
 
-def _keys_under(files: SealedFiles, prefix: str) -> list[str]:
-    return [info.key for info in files.store.list(prefix)]
-
-
 def _versions_under(files: SealedFiles, prefix: str) -> list[ObjectVersion]:
     return list(files.store.list_versions(prefix))
 
@@ -87,7 +83,7 @@ def _own_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
     listed = rt.submit(own_versions, files, key)
     # Records about the path and each directory above it (the root's too: clearing a memory).
     record_lists = [
-        rt.submit(_keys_under, files, files.layout.history_records_prefix(_records.path_tag(files, about.display)))
+        rt.submit(_records.listed, files, files.layout.history_records_prefix(_records.path_tag(files, about.display)))
         for about in [path, *path.ancestors(), MemoryPath("")]
     ]
     rt.wait()
@@ -177,7 +173,7 @@ def changes(
         raise ConfigurationError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
     rt = files.round_trip()
     listed = rt.submit(_versions_under, files, files.layout.dir_prefix(directory))
-    record_keys = rt.submit(_keys_under, files, files.layout.history_prefix)
+    record_keys = rt.submit(_records.listed, files, files.layout.history_prefix)
     rt.wait()
     by_key: dict[str, list[ObjectVersion]] = {}
     for version in listed.result():

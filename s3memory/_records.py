@@ -122,9 +122,9 @@ def rename_record(
     return {"op": "renamed", "path": old.display, "to": new.display, "files": files_moved}
 
 
-def _read_one(files: SealedFiles, key: str) -> dict[str, Any] | None:
+def _read_one(files: SealedFiles, key: str, version_id: str) -> dict[str, Any] | None:
     try:
-        stored = files.store.get(key, max_bytes=MAX_RECORD_BYTES)
+        stored = files.store.get_version(key, version_id, max_bytes=MAX_RECORD_BYTES)
     except ObjectTooLargeError:
         return None
     if stored is None:
@@ -138,10 +138,21 @@ def _read_one(files: SealedFiles, key: str) -> dict[str, Any] | None:
     return record
 
 
-def read(files: SealedFiles, keys: Sequence[str]) -> list[dict[str, Any]]:
-    """The records at ``keys`` that open, concurrently (one round trip; in KMS mode each
-    also unwraps its data key)."""
+def listed(files: SealedFiles, prefix: str) -> list[tuple[str, str]]:
+    """(key, version id) of every record under ``prefix``: every version, so that a record
+    deleted or overwritten since (by whoever may write the bucket but not delete versions)
+    is still read."""
+    return [(v.key, v.version_id) for v in files.store.list_versions(prefix) if not v.is_delete_marker]
+
+
+def read(files: SealedFiles, refs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The records at ``refs`` (key, version id) that open, concurrently (one round trip; in
+    KMS mode each also unwraps its data key); one event once, however many copies of it."""
     rt = files.round_trip()
-    pending = [rt.submit(_read_one, files, key) for key in keys]
+    pending = [rt.submit(_read_one, files, key, version_id) for key, version_id in refs]
     rt.wait()
-    return [record for record in (p.result() for p in pending) if record is not None]
+    unique: dict[str, dict[str, Any]] = {}
+    for record in (p.result() for p in pending):
+        if record is not None:
+            unique.setdefault(json.dumps(record, sort_keys=True), record)
+    return list(unique.values())

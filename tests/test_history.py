@@ -305,6 +305,17 @@ def test_a_planted_or_tampered_history_record_is_ignored(make_versioned: MakeVer
     assert len(records) == 1
     stored = memory.store.get(records[0].key)
     assert stored is not None
+    # Overwritten or deleted by whoever may write the bucket (not delete versions): the
+    # record's earlier version still tells who deleted the file.
+    memory.store.put(records[0].key, bytes(stored.body)[:-1] + b"\x00", {})
+    deleted = memory.history("/memories/a.md")[0]
+    assert (deleted.operation, deleted.actor, deleted.verified) == ("deleted", "session:1", True)
+    memory.store.delete([records[0].key])
+    assert memory.history("/memories/a.md")[0].actor == "session:1"
+    # Destroyed for good (deleting versions: an administrator's right) and replaced by a
+    # tampered copy: the copy grants nothing, and the deletion is no longer attributed.
+    for version in memory.store.list_versions(records[0].key):
+        memory.store.delete_version(version.key, version.version_id)
     memory.store.put(records[0].key, bytes(stored.body)[:-1] + b"\x00", {})
     deleted = memory.history("/memories/a.md")[0]
     assert (deleted.operation, deleted.actor, deleted.verified) == ("deleted", None, False)
