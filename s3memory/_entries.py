@@ -16,11 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import _envelope as envelope
-from ._provenance import Provenance
+from ._provenance import NO_PROVENANCE, Provenance
 from ._records import bare_etag
 from .stores import ObjectVersion
 
-NO_PROVENANCE = "no provenance (written before history was kept, or outside s3memory)"
 Opened = tuple[Provenance | None, str]  # a version's provenance, or why there is none
 
 

@@ -36,7 +36,18 @@ from ._keys import Keyring
 from ._layout import NAMES_KEY, TenantLayout
 from ._names import looks_sealed
 from ._paths import MemoryPath
-from ._provenance import DEFAULT_ACTOR, Provenance, new_file_id, new_rev, open_provenance, with_provenance
+from ._provenance import (
+    DEFAULT_ACTOR,
+    KEY_DOES_NOT_UNWRAP,
+    NO_PROVENANCE,
+    PROVENANCE_FAILED,
+    PROVENANCE_METADATA,
+    Provenance,
+    new_file_id,
+    new_rev,
+    open_provenance,
+    with_provenance,
+)
 from .stores import ObjectInfo, ObjectStore, StoredObject
 
 T = TypeVar("T")
@@ -164,6 +175,20 @@ class SealedFiles:
         header = envelope.parse_header(metadata)
         return self.keyring.unwrap(header.wrapped_key, self.stored_binding(name, header))
 
+    def provenance_of(self, name: str, object_key: str, metadata: Mapping[str, str]) -> tuple[Provenance | None, str]:
+        """The provenance of a stored version written for ``name`` at ``object_key``, opened
+        with its data key (unwrapped here: a KMS ``Decrypt`` in KMS mode); or None and why."""
+        if PROVENANCE_METADATA not in metadata:
+            return None, NO_PROVENANCE
+        try:
+            data_key = self.data_key_of(name, metadata)
+        except (IntegrityError, ForeignObjectError):
+            return None, KEY_DOES_NOT_UNWRAP
+        try:
+            return open_provenance(data_key, metadata, object_key), ""
+        except (LookupError, IntegrityError):
+            return None, PROVENANCE_FAILED
+
     def provenance_in(self, metadata: Mapping[str, str], object_key: str, data_key: bytes) -> Provenance | None:
         """The provenance of a version whose data key is known; None if it has none that
         opens (written before history was kept, or tampered with: history says which)."""
@@ -245,9 +270,8 @@ class SealedFiles:
     ) -> tuple[bytes, bytes]:
         """(plaintext, data key) of an object stored for ``name``; raises as :meth:`decrypt`."""
         try:
-            header = envelope.parse_header(metadata)
-            data_key = self.keyring.unwrap(header.wrapped_key, self.stored_binding(name, header))
-            return envelope.open_body(body, data_key, header), data_key
+            data_key = self.data_key_of(name, metadata)
+            return envelope.open_body(body, data_key, envelope.parse_header(metadata)), data_key
         except ForeignObjectError:
             raise ForeignObjectError(
                 f"Error: The file {shown_path} was not written by s3memory (it is not encrypted) and cannot be read."

@@ -18,15 +18,13 @@ import datetime
 from collections.abc import Iterable, Sequence
 
 from . import _records
-from ._entries import NO_PROVENANCE, EntryBuilder, MemoryVersion, Opened
+from ._entries import EntryBuilder, MemoryVersion, Opened
 from ._errors import (
     ConfigurationError,
-    ForeignObjectError,
-    IntegrityError,
 )
 from ._files import SealedFiles
 from ._paths import MemoryPath, parse_path
-from ._provenance import OPERATIONS, PROVENANCE_METADATA, open_provenance
+from ._provenance import NO_PROVENANCE, OPERATIONS
 from .stores import ObjectVersion
 
 MAX_RENAME_HOPS = 16  # how many (path, file) pairs a history follows a file through, at most
@@ -55,16 +53,7 @@ def _versions_under(files: SealedFiles, prefix: str) -> list[ObjectVersion]:
 def _open_one(files: SealedFiles, path: str, version: ObjectVersion) -> Opened:
     """A HEAD of one version, and its provenance opened with its data key."""
     head = files.store.head_version(version.key, version.version_id)
-    if head is None or PROVENANCE_METADATA not in head.metadata:
-        return None, NO_PROVENANCE
-    try:
-        data_key = files.data_key_of(path, head.metadata)
-    except (IntegrityError, ForeignObjectError):
-        return None, "provenance cannot be opened: the version's data key does not unwrap here"
-    try:
-        return open_provenance(data_key, head.metadata, version.key), ""
-    except (LookupError, IntegrityError):
-        return None, "provenance failed its integrity check (forged, or moved here)"
+    return (None, NO_PROVENANCE) if head is None else files.provenance_of(path, version.key, head.metadata)
 
 
 def _opened(files: SealedFiles, versions: Iterable[tuple[str, ObjectVersion]]) -> dict[tuple[str, str], Opened]:

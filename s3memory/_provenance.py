@@ -51,6 +51,10 @@ MAX_ACTOR_CHARS = 128
 DEFAULT_ACTOR = "api"
 _INFO = b"s3memory provenance v1"
 _CORRUPT = "Error: A version's provenance failed its integrity check."
+#: Why a version has no provenance to show (history's notes).
+NO_PROVENANCE = "no provenance (written before history was kept, or outside s3memory)"
+KEY_DOES_NOT_UNWRAP = "provenance cannot be opened: the version's data key does not unwrap here"
+PROVENANCE_FAILED = "provenance failed its integrity check (forged, or moved here)"
 
 
 def validate_actor(actor: object) -> str:

@@ -14,8 +14,6 @@ from . import _records
 from ._entries import MemoryVersion
 from ._errors import (
     ConfigurationError,
-    ForeignObjectError,
-    IntegrityError,
     NotADirectoryConflict,
     PathExistsError,
     PreconditionFailedError,
@@ -131,12 +129,7 @@ def restore(files: SealedFiles, path: MemoryPath, version: str) -> str:
 
 
 def _provenance_of(files: SealedFiles, path: MemoryPath, key: str, head: ObjectInfo | None) -> Provenance | None:
-    if head is None:
-        return None
-    try:
-        return files.provenance_in(head.metadata, key, files.data_key_of(path.display, head.metadata))
-    except (IntegrityError, ForeignObjectError):
-        return None
+    return None if head is None else files.provenance_of(path.display, key, head.metadata)[0]
 
 
 def _last_provenance(files: SealedFiles, path: MemoryPath, key: str) -> Provenance | None:
