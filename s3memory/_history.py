@@ -4,8 +4,9 @@ Built on the store's versions (a versioned S3 bucket; the in-memory and local st
 versions too) and on sealed provenance (``_provenance``): each version's own metadata says
 who wrote it, how and when; deletions, renames and redactions leave a sealed record.
 
-:func:`history` of a path, in two round trips: (1) the versions of its key, beside the
-listings of the records about it and its directories; (2) a HEAD of each version, beside a
+:func:`history` of a path, in two rounds of requests (each at most ``max_workers`` at
+once): (1) the versions of its key, beside the listings of the records about it and its
+directories; (2) a HEAD of each version, beside a
 GET of each record. A file that came from a rename takes two more per rename, to follow it
 back to where it was. :func:`changes` is the same over every key under a prefix. Each
 entry says whether its provenance is ``verified``: present, authentic, and in sequence
@@ -66,7 +67,7 @@ def _opened(files: SealedFiles, versions: Iterable[tuple[str, ObjectVersion]]) -
 
 
 def _own_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
-    """The entries of the key of ``path`` alone, oldest first (two round trips)."""
+    """The entries of the key of ``path`` alone, oldest first (two rounds of requests)."""
     key = files.layout.key_for(path)
     rt = files.round_trip()
     listed = rt.submit(own_versions, files, key)

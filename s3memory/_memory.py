@@ -565,7 +565,9 @@ class EncryptedMemory:
     # -- history (beyond the six commands, which never see it) ---------------------------
     def history(self, path: str) -> list[MemoryVersion]:
         """Every version of the file at ``path``, newest first: also of a deleted file, and
-        from before it was renamed here. Two round trips (two more per rename followed).
+        from before it was renamed here. Two rounds of requests, two more per rename
+        followed; a round sends at most ``Limits.max_workers`` requests at once, and there
+        is a HEAD per version.
 
         Raises:
             InvalidPathError: ``path`` is not a valid file path under ``/memories``.
@@ -631,7 +633,7 @@ class EncryptedMemory:
     ) -> list[MemoryVersion]:
         """Every change under ``path_prefix`` (a directory), newest first, optionally only of
         one ``operation`` (created, modified, renamed, restored, deleted, redacted), by one
-        ``actor``, or between ``since`` and ``until`` (aware datetimes). Two round trips.
+        ``actor``, or between ``since`` and ``until`` (aware datetimes). Two rounds of requests, as :meth:`history`.
 
         Raises:
             InvalidPathError: ``path_prefix`` is not a valid path under ``/memories``.
