@@ -5,13 +5,24 @@ prefix (``{prefix}{tenant}/.s3memory/``), holding a random key wrapped by the de
 **master key** (a local 32-byte key, or a KMS key):
 
 - ``tenant-key``: the tenant key, which wraps every data key in tenant-key mode (and, after
-  a rotation, the retired keys objects may still use);
+  a rotation, the retired keys objects may still use, and the kept keys old versions of
+  objects may still use);
 - ``names-key``: the AES-SIV key that seals file names (``encrypt_names=True``).
 
 The format: ``{"v", "kid", "wrapper", "wrapped"}`` and, for the tenant key during a
 rotation, ``"retired": [{"kid", "wrapped", "retired_at"}]``, JSON with sorted keys. Each key
 is wrapped under :func:`key_document_context` (tenant, purpose, key id, and from version 2
 the deployment's prefix). Version 1 (s3memory 0.1) is still read; version 2 is written.
+
+Version 3 (written only by a tenant key document that holds them) adds **kept keys**:
+``"kept": [{"kid", "wrapped", "retired_at", "kept_since"}]``, former tenant keys whose
+rotation is complete (no current object uses them) but which older versions of objects, in a
+store that keeps versions, may still use (``kept_since``: when the rotation finished, the
+last moment an object version under the key was written or became noncurrent). Its keys are
+wrapped exactly as in version 2. It has its own version number so that a release that does
+not know kept keys refuses the document instead of dropping them while rewriting it (which
+would strand every old version under them); a document without kept keys is still written
+as version 2, readable by every release since 0.2.
 
 Here, once: the parser (:func:`parse_key_document`), the bounded read, the unwrap, the
 first-writer-wins creation with ``If-None-Match: *`` that refuses to start a new key beside
@@ -54,15 +65,19 @@ from .stores import ObjectStore, StoredObject
 T = TypeVar("T")
 
 # Key documents of version 1 wrap their keys under a context without the deployment;
-# version 2, what s3memory writes now, adds ``s3memory:prefix``. Both are read.
+# version 2, what s3memory writes now, adds ``s3memory:prefix``. Version 3 is version 2 with
+# kept keys (a tenant key document that has any); its keys are wrapped as in version 2. All
+# three are read.
 KEY_DOCUMENT_VERSION = 2
-KEY_DOCUMENT_VERSIONS = (1, 2)
+KEPT_KEYS_VERSION = 3
+KEY_DOCUMENT_VERSIONS = (1, 2, 3)
 CONTEXT_KEY_ID = "s3memory:kid"
 CONTEXT_PURPOSE = "s3memory:purpose"
 GCM_NONCE_BYTES = 12
 # What a malformed key document can raise while it is parsed (JSON, base64, numbers, nesting).
 KEY_DOCUMENT_ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError, binascii.Error)
-# A key document is a few hundred bytes (a tenant key with 16 retired keys: under 4 KiB).
+# A key document is a few hundred bytes (a tenant key with 16 retired keys: under 4 KiB;
+# with 64 kept keys wrapped by KMS: under 40 KiB).
 MAX_KEY_DOCUMENT_BYTES = 64 * 1024
 
 
@@ -307,7 +322,7 @@ def unwrap_key_document_key(
 
 def key_document_body(*, kid: str, wrapper: str, wrapped: bytes, version: int, **more: Any) -> bytes:
     """The stored form of a key document: ``{"v", "kid", "wrapper", "wrapped"}`` and any
-    ``more`` fields (a tenant key's ``retired``), JSON with sorted keys."""
+    ``more`` fields (a tenant key's ``retired`` and ``kept``), JSON with sorted keys."""
     document = {"v": version, "kid": kid, "wrapper": wrapper, "wrapped": base64.b64encode(wrapped).decode(), **more}
     return json.dumps(document, sort_keys=True).encode()
 
@@ -434,7 +449,7 @@ def rewrapped_document(
     corrupt = TenantKeyError(f"Error: The {purpose} of this memory failed its integrity check.")
     document = parse_key_document(body, what=purpose).fields
     try:
-        entries: list[dict[str, Any]] = [document, *document.get("retired", [])]
+        entries: list[dict[str, Any]] = [document, *document.get("retired", []), *document.get("kept", [])]
         wrapped = [(e["kid"], base64.b64decode(e["wrapped"], validate=True)) for e in entries]
         wrapper = document["wrapper"]
     except KEY_DOCUMENT_ERRORS:
@@ -455,7 +470,9 @@ def rewrapped_document(
             return None  # already re-wrapped by an earlier run
         for entry, (kid, _), key in zip(entries, wrapped, keys, strict=True):
             entry["wrapped"] = base64.b64encode(new.wrap(key, context(kid, KEY_DOCUMENT_VERSION))).decode()
-        document["wrapper"], document["v"] = new.kind, KEY_DOCUMENT_VERSION
+        # Version 3 only if it holds kept keys (both wrap under the same context).
+        document["wrapper"] = new.kind
+        document["v"] = KEPT_KEYS_VERSION if document.get("kept") else KEY_DOCUMENT_VERSION
         return json.dumps(document, sort_keys=True).encode()
     raise TenantKeyError(
         f"Error: The {purpose} of this memory could not be unwrapped by the old or the new master key."

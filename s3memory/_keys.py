@@ -15,7 +15,7 @@ Both bind every data key to (deployment, tenant, virtual path): a wrapped key mo
 another path, tenant or deployment fails to unwrap (see ``_envelope.binding_context``).
 The tenant key's document, the master keys and the key cache live in ``_keydocs``. Longer
 than most modules: the two keyrings share the ``Keyring`` interface and the wrapped-key
-format, and ``TenantKeys`` (the opened document with its retired keys) is the tenant
+format, and ``TenantKeys`` (the opened document with its retired and kept keys) is the tenant
 keyring's own state.
 """
 
@@ -29,7 +29,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._envelope import (
@@ -48,6 +48,7 @@ from ._errors import ConfigurationError, IntegrityError, TenantKeyError
 from ._keydocs import (
     CONTEXT_KEY_ID,
     GCM_NONCE_BYTES,
+    KEPT_KEYS_VERSION,
     KEY_DOCUMENT_ERRORS,
     KEY_DOCUMENT_VERSION,
     KeyCache,
@@ -107,6 +108,10 @@ class Keyring(ABC):
 # --- tenant-key mode ----------------------------------------------------------------
 
 MAX_RETIRED_KEYS = 16  # a rotation retires one key at a time; more means a corrupt document
+# Each completed rotation keeps its retired key while old versions may use it; with versions
+# kept forever they add up (one a rotation): 64 is years of monthly rotations, and under
+# 40 KiB of document even wrapped by KMS. A rotation refuses to start beyond it.
+MAX_KEPT_KEYS = 64
 _MISSING_TENANT_KEY = (
     "Error: The encryption key of this memory is missing, so its files cannot be decrypted (was this user erased?)."
 )
@@ -115,17 +120,22 @@ _CORRUPT_TENANT_KEY = "Error: The tenant key of this memory failed its integrity
 
 @dataclass(frozen=True)
 class RetiredKey:
-    """A former tenant key, kept (wrapped) in the document while objects may still use it."""
+    """A former tenant key, kept (wrapped) in the document while objects may still use it:
+    a **retired** key while its rotation is under way (current objects may use it), a
+    **kept** key (``kept_since`` set) once the rotation is complete, for as long as older
+    versions of objects may use it."""
 
     kid: str
     wrapped: bytes
     retired_at: float  # seconds since the epoch, when a rotation replaced it
+    kept_since: float | None = None  # when its rotation completed (kept keys only)
 
 
 class TenantKeys:
-    """A tenant key document, opened: the current key, which wraps every new data key, and
-    the retired keys that objects written before a rotation may still use (each unwrapped
-    by the master key on first use only, so a cold read costs one unwrap as before)."""
+    """A tenant key document, opened: the current key, which wraps every new data key, the
+    retired keys that objects written before a rotation under way may still use, and the
+    kept keys that older versions of objects may still use (each unwrapped by the master key
+    on first use only, so a cold read costs one unwrap as before)."""
 
     def __init__(
         self,
@@ -136,6 +146,7 @@ class TenantKeys:
         wrapper: str,
         unwrap_retired: Callable[[RetiredKey, int], bytes],
         retired: Iterable[RetiredKey] = (),
+        kept: Iterable[RetiredKey] = (),
         etag: str = "",
         version: int = KEY_DOCUMENT_VERSION,
     ) -> None:
@@ -145,17 +156,18 @@ class TenantKeys:
         self.wrapped = wrapped
         self.wrapper = wrapper
         self.retired = tuple(retired)
+        self.kept = tuple(kept)
         self.etag = etag  # of the stored document these keys came from ("" if not stored)
         self._unwrap_retired = unwrap_retired
         self._opened: dict[str, bytes] = {kid: key}
         self._lock = threading.Lock()
 
     def key_for(self, kid: str) -> bytes | None:
-        """The key with id ``kid``, current or retired; ``None`` if the document has none."""
+        """The key with id ``kid``, current, retired or kept; ``None`` if the document has none."""
         key = self._opened.get(kid)
         if key is not None:
             return key
-        entry = next((r for r in self.retired if r.kid == kid), None)
+        entry = next((r for r in (*self.retired, *self.kept) if r.kid == kid), None)
         if entry is None:
             return None
         with self._lock:
@@ -165,8 +177,14 @@ class TenantKeys:
                 self._opened[kid] = key
             return key
 
-    def evolve(self, *, retired: Iterable[RetiredKey] | None = None, etag: str | None = None) -> TenantKeys:
-        """The same current key with other retired keys or another ETag."""
+    def evolve(
+        self,
+        *,
+        retired: Iterable[RetiredKey] | None = None,
+        kept: Iterable[RetiredKey] | None = None,
+        etag: str | None = None,
+    ) -> TenantKeys:
+        """The same current key with other retired or kept keys, or another ETag."""
         evolved = TenantKeys(
             kid=self.kid,
             key=self.key,
@@ -174,24 +192,42 @@ class TenantKeys:
             wrapper=self.wrapper,
             unwrap_retired=self._unwrap_retired,
             retired=self.retired if retired is None else retired,
+            kept=self.kept if kept is None else kept,
             etag=self.etag if etag is None else etag,
             version=self.version,
         )
-        kept = {r.kid for r in evolved.retired}
+        held = {r.kid for r in (*evolved.retired, *evolved.kept)}
         with self._lock:
-            evolved._opened.update({kid: key for kid, key in self._opened.items() if kid in kept})
+            evolved._opened.update({kid: key for kid, key in self._opened.items() if kid in held})
         return evolved
 
     def document(self) -> bytes:
-        """The stored form: ``{"v", "kid", "wrapper", "wrapped"}`` and, during a rotation,
-        ``"retired": [{"kid", "wrapped", "retired_at"}]`` (every key wrapped by the master key)."""
+        """The stored form: ``{"v", "kid", "wrapper", "wrapped"}``; during a rotation,
+        ``"retired": [{"kid", "wrapped", "retired_at"}]``; while old versions may need them,
+        ``"kept": [{"kid", "wrapped", "retired_at", "kept_since"}]`` (every key wrapped by the
+        master key). Version 3 if it has kept keys, else the version it was read as (1 or 2:
+        version 3's keys are wrapped as version 2's)."""
         more: dict[str, Any] = {}
         if self.retired:
             more["retired"] = [
                 {"kid": r.kid, "wrapped": base64.b64encode(r.wrapped).decode(), "retired_at": r.retired_at}
                 for r in self.retired
             ]
-        return key_document_body(kid=self.kid, wrapper=self.wrapper, wrapped=self.wrapped, version=self.version, **more)
+        if self.kept:
+            more["kept"] = [
+                {
+                    "kid": r.kid,
+                    "wrapped": base64.b64encode(r.wrapped).decode(),
+                    "retired_at": r.retired_at,
+                    "kept_since": r.kept_since,
+                }
+                for r in self.kept
+            ]
+        if self.kept and self.version < KEY_DOCUMENT_VERSION:
+            # Version 3 wraps as version 2 does: relabelling these keys would make them unreadable.
+            raise ValueError("a version 1 document cannot keep keys: TenantKeyring.upgraded first")
+        version = KEPT_KEYS_VERSION if self.kept else min(self.version, KEY_DOCUMENT_VERSION)
+        return key_document_body(kid=self.kid, wrapper=self.wrapper, wrapped=self.wrapped, version=version, **more)
 
 
 class TenantKeyring(Keyring):
@@ -199,7 +235,8 @@ class TenantKeyring(Keyring):
 
     Each wrapped data key names the tenant key that wrapped it (``s3memory:kid`` in its
     material description). After a rotation (``s3memory._lifecycle``) the document holds
-    the new current key and the retired ones until no object uses them; a process whose
+    the new current key, the retired ones until no current object uses them, and then (as
+    kept keys) until no version of an object uses them; a process whose
     cached document does not know an object's key id reads the document again, once.
     """
 
@@ -313,9 +350,15 @@ class TenantKeyring(Keyring):
             if not isinstance(listed, list) or len(listed) > MAX_RETIRED_KEYS:
                 raise ValueError("retired keys")
             retired = [self._retired_entry(item) for item in listed]
+            # Kept keys exist from version 3 on: a document of an older version that lists
+            # them is not one s3memory wrote (and older releases would drop them).
+            listed = parsed.fields.get("kept", [])
+            if not isinstance(listed, list) or len(listed) > MAX_KEPT_KEYS or (listed and version < KEPT_KEYS_VERSION):
+                raise ValueError("kept keys")
+            kept = [self._retired_entry(item, kept=True) for item in listed]
         except KEY_DOCUMENT_ERRORS:
             raise TenantKeyError(_CORRUPT_TENANT_KEY) from None
-        kids = [key_id, *(r.kid for r in retired)]
+        kids = [key_id, *(r.kid for r in (*retired, *kept))]
         if len(set(kids)) != len(kids):
             raise TenantKeyError(_CORRUPT_TENANT_KEY)
         return TenantKeys(
@@ -325,30 +368,37 @@ class TenantKeyring(Keyring):
             wrapper=parsed.wrapper,
             unwrap_retired=self._unwrap_retired,
             retired=retired,
+            kept=kept,
             etag=stored.etag,
             version=version,
         )
 
     @staticmethod
-    def _retired_entry(item: object) -> RetiredKey:
+    def _retired_entry(item: object, *, kept: bool = False) -> RetiredKey:
+        def seconds(value: object) -> float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError("retired key")
+            return float(value)
+
         if not isinstance(item, dict):
             raise TypeError("retired key")
-        kid, retired_at = item["kid"], item["retired_at"]
-        if not isinstance(kid, str) or isinstance(retired_at, bool) or not isinstance(retired_at, (int, float)):
+        kid = item["kid"]
+        if not isinstance(kid, str):
             raise TypeError("retired key")
-        return RetiredKey(kid, base64.b64decode(item["wrapped"], validate=True), float(retired_at))
+        wrapped = base64.b64decode(item["wrapped"], validate=True)
+        return RetiredKey(kid, wrapped, seconds(item["retired_at"]), seconds(item["kept_since"]) if kept else None)
 
     def _unwrap_retired(self, entry: RetiredKey, version: int) -> bytes:
         # A retired key is wrapped like the current one, under its own id.
         document = KeyDocument({}, version, entry.kid, self.master.kind, entry.wrapped)
         return self.document.unwrap(document, entry.wrapped, entry.kid, size=DATA_KEY_BYTES)
 
-    def new_keys(self, *, retired: Iterable[RetiredKey] = ()) -> TenantKeys:
+    def new_keys(self, *, retired: Iterable[RetiredKey] = (), kept: Iterable[RetiredKey] = ()) -> TenantKeys:
         """A fresh random tenant key wrapped by the master key (not stored yet), in a
-        document of the current version (``retired`` must be wrapped for that version)."""
-        retired = tuple(retired)
+        document of the current version (``retired`` and ``kept`` must be wrapped for it)."""
+        retired, kept = tuple(retired), tuple(kept)
         key_id = os.urandom(8).hex()
-        while any(r.kid == key_id for r in retired):
+        while any(r.kid == key_id for r in (*retired, *kept)):
             key_id = os.urandom(8).hex()
         key = os.urandom(DATA_KEY_BYTES)
         return TenantKeys(
@@ -358,13 +408,47 @@ class TenantKeyring(Keyring):
             wrapper=self.master.kind,
             unwrap_retired=self._unwrap_retired,
             retired=retired,
+            kept=kept,
         )
 
+    def upgraded(self, keys: TenantKeys) -> TenantKeys:
+        """``keys`` as a document of the current version (every key wrapped again under that
+        version's context), if it is of an older one: a version 1 document that comes to
+        keep keys (version 3) must first be one whose keys are wrapped as version 2's."""
+        if keys.version >= KEY_DOCUMENT_VERSION:
+            return keys
+
+        opened: dict[str, bytes] = {}
+        for entry in (*keys.retired, *keys.kept):
+            key = keys.key_for(entry.kid)  # unwrapped under the old context (or TenantKeyError)
+            if key is None:  # pragma: no cover - a key of the document is always found
+                raise TenantKeyError(_CORRUPT_TENANT_KEY)
+            opened[entry.kid] = key
+
+        def again(entry: RetiredKey) -> RetiredKey:
+            context = self._tenant_context(entry.kid, KEY_DOCUMENT_VERSION)
+            return replace(entry, wrapped=self.master.wrap(opened[entry.kid], context))
+
+        upgraded = TenantKeys(
+            kid=keys.kid,
+            key=keys.key,
+            wrapped=self.master.wrap(keys.key, self._tenant_context(keys.kid, KEY_DOCUMENT_VERSION)),
+            wrapper=self.master.kind,
+            unwrap_retired=self._unwrap_retired,
+            retired=[again(r) for r in keys.retired],
+            kept=[again(r) for r in keys.kept],
+            etag=keys.etag,
+        )
+        upgraded._opened.update(opened)
+        return upgraded
+
     def rotated(self, keys: TenantKeys, *, now: float) -> TenantKeys:
-        """A new current key, with ``keys``' current key retired beside its retired ones.
+        """A new current key, with ``keys``' current key retired beside its retired ones
+        (its kept keys stay kept).
 
         The result is a document of the current version: keys taken over from an older
-        document are wrapped again under the current version's context.
+        document are wrapped again under the current version's context (a version 1
+        document has no kept keys).
         """
         retired = [*keys.retired, RetiredKey(keys.kid, keys.wrapped, now)]
         opened = {r.kid: keys.key_for(r.kid) for r in retired}
@@ -376,7 +460,7 @@ class TenantKeyring(Keyring):
                 for r in retired
                 if (key := opened[r.kid]) is not None
             ]
-        rotated = self.new_keys(retired=retired)
+        rotated = self.new_keys(retired=retired, kept=keys.kept)
         rotated._opened.update({kid: key for kid, key in opened.items() if key is not None})
         return rotated
 

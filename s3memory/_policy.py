@@ -582,10 +582,17 @@ def lifecycle_configuration(
 ) -> dict[str, Any]:
     """``LifecycleConfiguration`` for ``s3.put_bucket_lifecycle_configuration`` (versioned bucket).
 
-    Under ``prefix``: noncurrent versions expire after ``noncurrent_days`` (a bucket writer
-    can replay an old version until then: see SECURITY.md), delete markers left alone are
-    removed, unfinished multipart uploads are aborted. Access markers (objects tagged
-    ``s3memory=access``) expire ``access_marker_days`` after their last write.
+    Under ``prefix``: noncurrent versions expire after ``noncurrent_days`` (30, as the
+    managed memory stores keep them: what ``history``, ``read_version`` and ``restore`` can
+    reach; a bucket writer can replay an old version until then: see SECURITY.md), delete
+    markers left alone are removed, unfinished multipart uploads are aborted. Access markers
+    (objects tagged ``s3memory=access``) expire ``access_marker_days`` after their last write.
+    Give ``rotate_tenant_key`` the same ``noncurrent_days``: it keeps a former tenant key
+    until the versions under it have expired (it checks before dropping one, so a longer
+    retention only keeps keys longer).
+
+    Raises:
+        ConfigurationError: a prefix or a number of days (a positive whole number) that is not valid.
     """
     prefix = validate_prefix(prefix)
     noncurrent_days = _days(noncurrent_days, "noncurrent_days")

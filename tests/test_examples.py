@@ -67,7 +67,9 @@ def test_template_bucket_is_versioned_encrypted_and_private(template: dict[str, 
     (policy,) = resources(template, "AWS::S3::BucketPolicy")
     assert policy["PolicyDocument"]["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     old_versions, markers = bucket["LifecycleConfiguration"]["Rules"]
-    assert old_versions["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    # Old versions are kept for a parameter's days (30 by default, as the managed stores).
+    assert old_versions["NoncurrentVersionExpiration"] == {"NoncurrentDays": {"Ref": "NoncurrentVersionDays"}}
+    assert template["Parameters"]["NoncurrentVersionDays"]["Default"] == 30
     assert old_versions["ExpiredObjectDeleteMarker"] is True
     assert markers["TagFilters"] == [{"Key": "s3memory", "Value": "access"}] and markers["ExpirationInDays"] == 400
 

@@ -59,8 +59,15 @@ def to_cloudformation(value: Any) -> Any:
     return {"Fn::Sub": text}
 
 
+# The template's parameter for how long noncurrent versions are kept (history, and what a
+# key rotation keeps old keys for): the lifecycle rule refers to it, its default is the
+# policy functions' default.
+NONCURRENT_DAYS_PARAMETER = "NoncurrentVersionDays"
+
+
 def cloudformation_lifecycle(configuration: dict[str, Any]) -> dict[str, Any]:
-    """An S3 API ``LifecycleConfiguration`` in the shape of ``AWS::S3::Bucket``'s property."""
+    """An S3 API ``LifecycleConfiguration`` in the shape of ``AWS::S3::Bucket``'s property,
+    its noncurrent versions' retention the template's parameter."""
     rules = []
     for rule in configuration["Rules"]:
         out: dict[str, Any] = {"Id": rule["ID"], "Status": rule["Status"]}
@@ -75,16 +82,37 @@ def cloudformation_lifecycle(configuration: dict[str, Any]) -> dict[str, Any]:
             out["ExpirationInDays"] = expiration["Days"]
         if expiration.get("ExpiredObjectDeleteMarker"):
             out["ExpiredObjectDeleteMarker"] = True
-        for name in ("NoncurrentVersionExpiration", "AbortIncompleteMultipartUpload"):
-            if name in rule:
-                out[name] = rule[name]
+        if "NoncurrentVersionExpiration" in rule:
+            out["NoncurrentVersionExpiration"] = {"NoncurrentDays": {"Ref": NONCURRENT_DAYS_PARAMETER}}
+        if "AbortIncompleteMultipartUpload" in rule:
+            out["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
         rules.append(out)
     return {"Rules": rules}
 
 
+def noncurrent_days(configuration: dict[str, Any]) -> int:
+    """The retention of noncurrent versions in a ``LifecycleConfiguration``."""
+    (days,) = {
+        r["NoncurrentVersionExpiration"]["NoncurrentDays"]
+        for r in configuration["Rules"]
+        if "NoncurrentVersionExpiration" in r
+    }
+    return int(days)
+
+
 def render_template(template: dict[str, Any]) -> dict[str, Any]:
-    """``template`` with its policy documents and lifecycle rules regenerated."""
+    """``template`` with its policy documents, lifecycle rules and retention parameter regenerated."""
     docs = documents()
+    template["Parameters"][NONCURRENT_DAYS_PARAMETER] = {
+        "Type": "Number",
+        "Default": noncurrent_days(docs["bucket-lifecycle"]),
+        "MinValue": 1,
+        "Description": (
+            "Days the bucket keeps a memory's old versions after they are replaced or deleted (history, "
+            "restore; the managed memory stores keep 30). Pass the same number to rotate_tenant_key "
+            "(noncurrent_days) so it knows when old tenant keys may go"
+        ),
+    }
     resources = template["Resources"]
     resources["MemoryKey"]["Properties"]["KeyPolicy"] = to_cloudformation(docs["kms-key-policy"])
     resources["MemoryBucket"]["Properties"]["LifecycleConfiguration"] = cloudformation_lifecycle(

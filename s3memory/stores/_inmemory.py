@@ -1,7 +1,9 @@
 """A store in a dict: each instance owns its data. For tests and short-lived use.
 
 It keeps every version of every object, as a versioned S3 bucket does (``versioned=False``
-keeps only the current one): a write adds a version, a delete adds a delete marker.
+keeps only the current one): a write adds a version, a delete adds a delete marker. It has no
+lifecycle rules: versions stay until deleted; ``s3memory._lifecycle.expire_noncurrent_versions``
+expires a user's noncurrent versions as the bucket rule does on S3.
 """
 
 from __future__ import annotations
