@@ -5,12 +5,14 @@
 
 The store is the in-memory one (it keeps versions) behind a simulated network: every
 request sleeps one round-trip time, requests from different threads overlap, and each
-request's interval is recorded, so the sequential round trips (the longest chain of
+request's interval is recorded (a listing costs one request per page of 1,000 entries, one
+after the other, as on S3), so the sequential round trips (the longest chain of
 requests that did not overlap) are counted as ``run.py`` counts them. Budgets: ``history``
 of a file with up to 1,000 versions and ``changes`` over 1,000 records in at most 2 round
 trips, ``restore`` in 2. Prints one line per operation: requests by verb, round trips,
-latency. A round trip of the code issues up to ``Limits.max_workers`` requests at once, so a
-HEAD per version makes ``history`` about versions / max_workers sequential round trips.
+latency. Provenance is read from the records' names (``_records``), so history needs no
+request per version; a version no listed record tells costs a HEAD, and a round trip of the
+code issues at most ``Limits.max_workers`` requests at once.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from s3memory import InMemoryStore, KeyCache, open_memory
 from s3memory.stores import DelegatingStore
 
 T = TypeVar("T")
+PAGE = 1000  # entries per page of a LIST (S3's most)
 
 
 class SlowStore(DelegatingStore):
@@ -46,12 +49,23 @@ class SlowStore(DelegatingStore):
     def _call(self, verb: str, perform: Callable[[], T]) -> T:
         if not self.recording or verb == "keeps_versions":  # the in-memory store answers it without a request
             return perform()
+        if verb in ("list", "list_versions"):  # S3 answers 1,000 entries a page, page after page
+            result = perform()
+            for _ in range(max(1, -(-len(result) // PAGE))):  # type: ignore[arg-type]
+                self._request(verb)
+            return result
         start = time.perf_counter()
         time.sleep(self.rtt)
         result = perform()
         with self._lock:
             self.intervals.append((start, time.perf_counter(), verb))
         return result
+
+    def _request(self, verb: str) -> None:
+        start = time.perf_counter()
+        time.sleep(self.rtt)
+        with self._lock:
+            self.intervals.append((start, time.perf_counter(), verb))
 
 
 def round_trips(intervals: list[tuple[float, float, str]]) -> int:

@@ -37,21 +37,26 @@ from ._errors import (
 from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import MemoryOptions, open_memory
 from ._guard import Detector, Finding, SecretGuard, SensitiveDataError
+from ._historykey import HistoryKey
 from ._identity import user_id_for_subject
 from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
 from ._keys import Keyring
 from ._layout import NameSealing, TenantLayout
 from ._lifecycle import (
     ErasureReport,
+    KeptKey,
     MasterRewrapReport,
     RotationReport,
+    VersionExpiryReport,
     erase_tenant,
+    expire_noncurrent_versions,
     rewrap_tenant_key,
     rotate_tenant_key,
 )
 from ._memory import EncryptedMemory, FileEntry, Limits
 from ._paths import MemoryPath, parse_path, validate_tenant
 from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
+from ._quarantine import PendingWrite, WriteHeldError
 from ._render import format_size
 from .stores import InMemoryStore, ObjectStore, S3Store
 
@@ -74,10 +79,12 @@ __all__ = [
     "FileEntry",
     "Finding",
     "ForeignObjectError",
+    "HistoryKey",
     "InMemoryStore",
     "IntegrityError",
     "InvalidCommandError",
     "InvalidPathError",
+    "KeptKey",
     "KeyCache",
     "Keyring",
     "KmsMasterKey",
@@ -96,6 +103,7 @@ __all__ = [
     "ObjectTooLargeError",
     "PathExistsError",
     "PathNotFoundError",
+    "PendingWrite",
     "PreconditionFailedError",
     "RotationReport",
     "S3MemoryError",
@@ -110,13 +118,16 @@ __all__ = [
     "StorageUnavailableError",
     "TenantKeyError",
     "TenantLayout",
+    "VersionExpiryReport",
     "VersionNotFoundError",
     "WrappedKey",
+    "WriteHeldError",
     "assume_role_request",
     "binding_context",
     "deployment_documents",
     "erase_tenant",
     "expire_memories",
+    "expire_noncurrent_versions",
     "format_size",
     "generate_master_key",
     "iam_policy",

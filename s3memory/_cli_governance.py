@@ -9,6 +9,7 @@ registers :data:`COMMANDS` on its group.
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -190,7 +191,8 @@ def rotate_key(ctx: click.Context, retire_after: float | None) -> None:
 
     \b
     --json: {"user": ..., "kid": ..., "rewrapped": N, "already_current": N, "raced": N,
-             "unreadable": [object key, ...], "retired": [key id, ...], "complete": bool}
+             "unreadable": [object key, ...], "retired": [key id, ...], "complete": bool,
+             "kept": [{"kid": ..., "kept_since": ISO 8601, "until": ISO 8601 or null}, ...]}
     """
     from ._lifecycle import rotate_tenant_key
 
@@ -208,6 +210,10 @@ def rotate_key(ctx: click.Context, retire_after: float | None) -> None:
                 "unreadable": list(report.unreadable),
                 "retired": list(report.retired),
                 "complete": report.complete,
+                "kept": [
+                    {"kid": kept.kid, "kept_since": _iso(kept.kept_since), "until": _iso(kept.until)}
+                    for kept in report.kept
+                ],
             }
         )
         return
@@ -224,10 +230,19 @@ def rotate_key(ctx: click.Context, retire_after: float | None) -> None:
         + (f", {report.raced} changed meanwhile (run again)" if report.raced else "")
     )
     if report.complete:
-        click.echo("rotation complete: no retired key left")
+        click.echo("rotation complete: every current file is under the new key")
+        for kept in report.kept:  # older versions may still be wrapped under it
+            until = "until deleted" if kept.until is None else f"until about {_iso(kept.until)}"
+            click.echo(f"former key {printable(kept.kid, name=True)} kept for older versions, {until}")
     else:
         retired = ", ".join(printable(kid, name=True) for kid in report.retired)
         click.echo(f"old key(s) {retired} kept for processes that cached them; run again later")
+
+
+def _iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @_command("erase-user")

@@ -58,12 +58,14 @@ def _as_json(entry: MemoryVersion) -> dict[str, Any]:
         "current": entry.current,
         "verified": entry.verified,
         "note": entry.note,
+        "finding": entry.finding,
     }
 
 
 def _verified(entry: MemoryVersion) -> str:
     """✓ (verified) or ✗ (not), then what else there is to know: current, the note."""
-    said = [word for word in ("current" if entry.current else "", _name(entry.note)) if word]
+    finding = f"[{_name(entry.finding)}]" if entry.finding else ""
+    said = [word for word in ("current" if entry.current else "", _name(entry.note), finding) if word]
     return " ".join(["✓" if entry.verified else "✗", *said])
 
 
@@ -107,7 +109,8 @@ def history(ctx: click.Context, path: str) -> None:
     \b
     --json: [{"path": ..., "version": ..., "operation": ..., "actor": ... or null,
               "at": ISO 8601 UTC, "bytes": N or null, "file_id": ... or null,
-              "current": bool, "verified": bool, "note": ...}, ...]
+              "current": bool, "verified": bool, "note": ...,
+              "finding": what the instruction screen found, or null}, ...]
     """
     with _memory(ctx) as memory:
         entries = memory.history(path)

@@ -135,12 +135,26 @@ _METAVARS = {
     "master_key_file": "PATH",
     "key_mode": "[tenant|kms]",
     "sensitive_data": "[refuse|redact|allow]",
+    "instruction_policy": "[flag|quarantine|allow]",
     "timeout": "SECONDS",
     "endpoint_url": "URL",
     "kms_key_id": "KEY",
 }
 _OUTPUT = ("json_output", "quiet", "verbose", "debug")
-_JSON_COMMANDS = ("ls", "info", "init", "import", "export", "expire", "rotate-key", "policy", "history", "show", "log")
+_JSON_COMMANDS = (
+    "ls",
+    "info",
+    "init",
+    "import",
+    "export",
+    "expire",
+    "rotate-key",
+    "policy",
+    "history",
+    "show",
+    "log",
+    "review",
+)
 
 
 def _option(name: str, *, after_command: bool = False) -> Callable[[F], F]:
@@ -180,7 +194,7 @@ def _output_options(*, after_command: bool = False, json_shown: bool = True) -> 
             + (
                 " (its shape: above)"
                 if hide
-                else " (ls, info, init, import, export, expire, rotate-key, history, show, log)"
+                else " (ls, info, init, import, export, expire, rotate-key, history, show, log, review)"
             ),
         ),
         click.option(

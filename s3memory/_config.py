@@ -23,6 +23,7 @@ from ._errors import ConfigurationError
 from ._factory import KeyMode, SensitiveDataPolicy, open_memory
 from ._keyfile import _private_directory, load_or_create_master_key
 from ._memory import EncryptedMemory
+from ._quarantine import DEFAULT_INSTRUCTION_POLICY, INSTRUCTION_POLICIES, InstructionPolicy
 
 #: option name -> (environment variable, help). The README's configuration table mirrors it
 #: (tests/test_docs.py checks that every variable is documented).
@@ -41,6 +42,10 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "AWS region [AWS_REGION, then AWS_DEFAULT_REGION, then the AWS profile's; us-east-1 with --endpoint-url]",
     ),
     "sensitive_data": ("S3MEMORY_SENSITIVE_DATA", "secrets in written text: refuse, redact or allow [refuse]"),
+    "instruction_policy": (
+        "S3MEMORY_INSTRUCTION_POLICY",
+        "written text that reads like instructions to a future session: flag, quarantine or allow [flag]",
+    ),
     "timeout": (
         "S3MEMORY_TIMEOUT",
         "seconds to connect and per read of each S3 or KMS request attempt (3 attempts unless AWS_MAX_ATTEMPTS) [5]",
@@ -106,6 +111,7 @@ class Settings:
     endpoint_url: str | None = None
     region: str | None = None
     sensitive_data: SensitiveDataPolicy = "refuse"
+    instruction_policy: InstructionPolicy = DEFAULT_INSTRUCTION_POLICY
     timeout: float = DEFAULT_TIMEOUT_SECONDS
     track_access: bool = False
     encrypt_names: bool = False
@@ -134,6 +140,11 @@ class Settings:
             raise ConfigurationError(
                 f"{setting_name('sensitive_data')} must be 'refuse', 'redact' or 'allow', "
                 f"not {printable_value(values['sensitive_data'])}"
+            )
+        if values.get("instruction_policy", DEFAULT_INSTRUCTION_POLICY) not in INSTRUCTION_POLICIES:
+            raise ConfigurationError(
+                f"{setting_name('instruction_policy')} must be 'flag', 'quarantine' or 'allow', "
+                f"not {printable_value(values['instruction_policy'])}"
             )
         if "timeout" in values:
             values["timeout"] = check_timeout(values["timeout"], name=setting_name("timeout"))
@@ -237,6 +248,7 @@ class Settings:
                 user_id=self.user,
                 key_mode=self.key_mode,
                 sensitive_data=self.sensitive_data,
+                instruction_policy=self.instruction_policy,
                 track_access=self.track_access,
                 encrypt_names=self.encrypt_names,
                 actor=actor,

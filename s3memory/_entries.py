@@ -31,7 +31,9 @@ class MemoryVersion:
     version id; for a deletion, its delete marker's). ``actor`` is None when no record says
     who (written before history was kept, or outside s3memory). ``verified`` is True when
     the provenance is present, authentic and in sequence; ``note`` says why not, or what
-    else there is to know (renamed from or to, redacted by whom).
+    else there is to know (renamed from or to, redacted by whom). ``finding`` is what the
+    instruction screen found in the write (``instruction_policy="flag"``: kinds and lines,
+    never the text), or that a reviewer approved it; None for most writes.
     """
 
     path: str
@@ -44,10 +46,81 @@ class MemoryVersion:
     current: bool
     verified: bool
     note: str = ""
+    finding: str | None = None
 
 
 def _when(us: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(us / 1_000_000, tz=datetime.timezone.utc)
+
+
+# -- provenance from records -------------------------------------------------------------------
+def _provenance(op: str, record: Mapping[str, Any], fields: Mapping[str, Any]) -> Provenance | None:
+    """The provenance a record gives a version, if its fields are well formed."""
+    try:
+        return Provenance.from_record(
+            {
+                "v": 1,
+                "op": op,
+                "at": record.get("at"),
+                "by": record.get("by"),
+                "file": fields.get("file"),
+                "rev": fields.get("rev"),
+                "prev": fields.get("prev"),
+                **({"finding": fields["finding"]} if "finding" in fields else {}),
+            }
+        )
+    except ValueError:
+        return None
+
+
+class VersionClaims:
+    """The provenance records give versions, by (path, ETag): a new version's record, and a
+    rename's entry for each copy. Only an unambiguous pairing is made; any other version is
+    read by its own provenance (a HEAD), which cannot be mistaken:
+
+    - a version with the ETag of the version just before it (no delete marker between) is
+      that version copied in place (a key rotation's re-wrap, or a copy by the bucket);
+    - a (path, ETag) that more than one record names (a body renamed away and back), or that
+      more versions have than records name it (a replayed copy), pairs none of its versions.
+    """
+
+    def __init__(self, records: Sequence[Mapping[str, Any]]) -> None:
+        found: dict[tuple[str, str], list[Provenance]] = {}
+        for record in records:
+            op, etag = record.get("op"), record.get("etag")
+            if op in ("created", "modified", "restored") and isinstance(etag, str) and "files" not in record:
+                made = _provenance(str(op), record, record)
+                if made is not None:
+                    found.setdefault((str(record.get("path")), etag), []).append(made)
+            elif op == "renamed" and isinstance(record.get("files"), list):
+                for entry in record["files"]:
+                    if isinstance(entry, dict) and isinstance(entry.get("etag"), str) and "rev" in entry:
+                        made = _provenance("renamed", record, entry)
+                        if made is not None:
+                            found.setdefault((str(entry.get("to")), entry["etag"]), []).append(made)
+        self._found = found
+
+    def assign(
+        self, path: str, versions: Sequence[ObjectVersion]
+    ) -> tuple[dict[tuple[str, str], Opened], list[ObjectVersion]]:
+        """The provenance of each version of ``path`` (newest first, as listed) a record
+        gives, and the versions none does (to read with a HEAD)."""
+        opened: dict[tuple[str, str], Opened] = {}
+        unclaimed: list[ObjectVersion] = []
+        etags = [bare_etag(v.etag) for v in versions if not v.is_delete_marker]
+        previous = ""
+        for version in reversed(versions):
+            if version.is_delete_marker:
+                previous = ""
+                continue
+            etag = bare_etag(version.etag)
+            waiting = self._found.get((path, etag), [])
+            if etag != previous and len(waiting) == 1 and etags.count(etag) == 1:
+                opened[(version.key, version.version_id)] = (waiting[0], "")
+            else:
+                unclaimed.append(version)
+            previous = etag
+        return opened, unclaimed
 
 
 # -- one key's versions, as entries ------------------------------------------------------------
@@ -74,18 +147,24 @@ class EntryBuilder:
         # Each (record, file) explains at most one delete marker: a replayed version deleted
         # again is not the same deletion.
         self._used: set[tuple[int, str, str]] = set()
+        # The deletions and renames that removed each (path, ETag), for :meth:`_record_for`.
+        self._removals: dict[tuple[str, str], list[tuple[int, Mapping[str, Any], Mapping[str, Any]]]] = {}
+        for index, record in enumerate(records):
+            if record.get("op") in ("deleted", "renamed") and isinstance(record.get("files"), list):
+                for entry in record["files"]:
+                    if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                        where = (entry["path"], bare_etag(str(entry.get("etag"))))
+                        self._removals.setdefault(where, []).append((index, record, entry))
 
     def _record_for(self, path: str, etag: str) -> Mapping[str, Any] | None:
         """The deletion or rename that removed the version of ``path`` with ``etag``."""
-        found, use = None, None
-        for index, record in enumerate(self.records):
-            if record.get("op") in ("deleted", "renamed"):
-                for entry in record.get("files", []):
-                    if isinstance(entry, dict) and entry.get("path") == path and entry.get("etag") == bare_etag(etag):
-                        if (index, path, bare_etag(etag)) in self._used:
-                            continue
-                        if found is None or record.get("at", 0) > found.get("at", 0):
-                            found, use = {**record, "file_entry": entry}, (index, path, bare_etag(etag))
+        found: dict[str, Any] | None = None
+        use = None
+        for index, record, entry in self._removals.get((path, bare_etag(etag)), []):
+            if (index, path, bare_etag(etag)) in self._used:
+                continue
+            if found is None or record.get("at", 0) > found.get("at", 0):
+                found, use = {**record, "file_entry": entry}, (index, path, bare_etag(etag))
         if use is not None:
             self._used.add(use)
         return found
@@ -127,13 +206,14 @@ class EntryBuilder:
                     at=_when(provenance.at_us),
                     file_id=provenance.file,
                     verified=True,
+                    finding=provenance.finding,
                 )
                 if last is not None and provenance.rev == last.rev and out and not after_marker:
                     # The same version copied again (a key rotation re-wraps in place).
                     out[-1] = replace(out[-1], version=version.version_id, current=version.is_latest)
                     last_etag = version.etag
                     continue
-                problem = self._out_of_sequence(provenance, last, seen)
+                problem = self._out_of_sequence(provenance, last, seen, after_marker=after_marker)
                 if problem:  # shown when the store wrote it (its clock may have only seconds), in order
                     stored = _when(version.last_modified * 1_000_000)
                     at = max(stored, out[-1].at) if out else stored
@@ -148,9 +228,15 @@ class EntryBuilder:
             last, last_etag, after_marker = provenance, version.etag, False
         return out
 
-    def _out_of_sequence(self, provenance: Provenance, last: Provenance | None, seen: set[str]) -> str:
+    def _out_of_sequence(
+        self, provenance: Provenance, last: Provenance | None, seen: set[str], *, after_marker: bool
+    ) -> str:
         if provenance.rev in seen:
             return "out of sequence: a copy of an earlier version (replayed)"
+        if provenance.rev in self.redacted_revs:
+            return "out of sequence: a copy of a redacted version (replayed)"
+        if provenance.op == "created" and last is not None and not after_marker:
+            return "out of sequence: a new file's version over an existing one (replayed)"
         if provenance.op not in ("modified", "restored"):
             return ""
         expected = None if last is None else last.rev

@@ -96,7 +96,7 @@ def expire_memories(
     gone = [ObjectInfo(key, 0, etag) for key, etag in etags.items() if key not in kept]
     if gone:
         record = {"op": "deleted", "path": "/memories", "files": _records.listed_files(memory.files, gone)}
-        _records.write_beside(memory.files, _records.prepare(memory.files, [MemoryPath("")]), record)
+        _records.sealer(memory.files, [MemoryPath("")]).write_beside(record)
     gone_markers = [m for m in doomed_markers if m in markers] + orphans
     if gone_markers:
         store.delete(gone_markers)

@@ -8,12 +8,14 @@ from typing import Any, Literal, TypedDict
 
 from ._access import AccessLog
 from ._errors import ConfigurationError
+from ._historykey import HistoryKey
 from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
 from ._keys import Keyring, KmsKeyring, TenantKeyring
-from ._layout import NAMES_KEY, TENANT_KEY, TenantLayout
+from ._layout import HISTORY_KEY, NAMES_KEY, TENANT_KEY, TenantLayout
 from ._memory import EncryptedMemory, Limits
 from ._names import NameCipher
 from ._provenance import DEFAULT_ACTOR, validate_actor
+from ._quarantine import DEFAULT_INSTRUCTION_POLICY, InstructionPolicy
 from .stores import ObjectStore, S3Store
 
 KeyMode = Literal["tenant", "kms"]
@@ -41,6 +43,7 @@ class MemoryOptions(TypedDict, total=False):
     timeout: float | None
     access_log: AccessLog | None
     actor: str
+    instruction_policy: InstructionPolicy
 
 
 def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:
@@ -71,6 +74,7 @@ def open_memory(
     timeout: float | None = None,
     access_log: AccessLog | None = None,
     actor: str = DEFAULT_ACTOR,
+    instruction_policy: InstructionPolicy = DEFAULT_INSTRUCTION_POLICY,
 ) -> EncryptedMemory:
     """Build the memory of one user.
 
@@ -106,6 +110,12 @@ def open_memory(
         actor: who writes through this memory, recorded (sealed) with every change it makes
             (e.g. ``"session:abc"``, ``"user:42"``); ``"api"`` by default. The application
             names it; the model never does. See :meth:`EncryptedMemory.history`.
+        instruction_policy: what to do with text the model writes that reads like
+            instructions to a future session (memory poisoning: override attempts, orders to
+            the assistant, exfiltration, role-play of system messages): ``"flag"`` (default;
+            written, and the finding recorded with its provenance), ``"quarantine"`` (not
+            written: held for review, see :meth:`EncryptedMemory.pending`), or ``"allow"``
+            (not screened).
 
     Raises:
         ConfigurationError: for an invalid user id, master key or combination of options.
@@ -197,4 +207,16 @@ def open_memory(
         track_access=track_access,
         access_log=access_log,
         actor=validate_actor(actor),
+        instruction_policy=instruction_policy,
+        history_key=HistoryKey(
+            store=store,
+            tenant=layout.tenant,
+            key_object=layout.key_document(HISTORY_KEY),
+            master=master,
+            cache=cache,
+            store_identity=store.identity,
+            records_prefix=layout.history_prefix,
+            is_sealed_record=layout.is_sealed_name_record,
+            prefix=layout.prefix,
+        ),
     )

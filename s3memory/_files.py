@@ -31,6 +31,7 @@ from ._errors import (
     PathNotFoundError,
     TenantKeyError,
 )
+from ._historykey import HistoryKey
 from ._keydocs import process_key_cache
 from ._keys import Keyring
 from ._layout import NAMES_KEY, TenantLayout
@@ -139,8 +140,10 @@ class SealedFiles:
         max_file_bytes: int,
         max_workers: int,
         actor: str = DEFAULT_ACTOR,
+        history_key: HistoryKey | None = None,
     ) -> None:
         self.store = store
+        self.history_key = history_key
         self.layout = layout
         self.keyring = keyring
         self.actor = actor
@@ -206,8 +209,10 @@ class SealedFiles:
         *,
         follows: Provenance | None = None,
         at_us: int | None = None,
-    ) -> dict[str, str]:
-        """``metadata`` with the provenance of this write sealed in under its ``data_key``:
+        finding: str | None = None,
+    ) -> tuple[dict[str, str], Provenance]:
+        """``metadata`` with the provenance of this write sealed in under its ``data_key``, and
+        that provenance (which the write's record repeats):
         a new file unless it ``follows`` an earlier version (whose file id it keeps); made
         now, or at ``at_us`` (a rename gives its copies and its record one time)."""
         provenance = Provenance(
@@ -217,8 +222,9 @@ class SealedFiles:
             new_file_id() if follows is None else follows.file,
             new_rev(),
             None if follows is None else follows.rev,
+            finding,
         )
-        return with_provenance(metadata, provenance, data_key, object_key)
+        return with_provenance(metadata, provenance, data_key, object_key), provenance
 
     # -- binding -------------------------------------------------------------------------
     def path_name(self, shown: str) -> str:

@@ -16,10 +16,11 @@ entry says whether its provenance is ``verified``: present, authentic, and in se
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import _records
-from ._entries import EntryBuilder, MemoryVersion, Opened
+from ._entries import EntryBuilder, MemoryVersion, Opened, VersionClaims
 from ._errors import (
     ConfigurationError,
 )
@@ -57,17 +58,9 @@ def _open_one(files: SealedFiles, path: str, version: ObjectVersion) -> Opened:
     return (None, NO_PROVENANCE) if head is None else files.provenance_of(path, version.key, head.metadata)
 
 
-def _opened(files: SealedFiles, versions: Iterable[tuple[str, ObjectVersion]]) -> dict[tuple[str, str], Opened]:
-    """Each version's provenance, concurrently (one round trip; in KMS mode each branch also
-    unwraps the version's data key)."""
-    rt = files.round_trip()
-    pending = {(v.key, v.version_id): rt.submit(_open_one, files, path, v) for path, v in versions}
-    rt.wait()
-    return {found: opened.result() for found, opened in pending.items()}
-
-
 def _own_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
-    """The entries of the key of ``path`` alone, oldest first (two rounds of requests)."""
+    """The entries of the key of ``path`` alone, oldest first: one round of requests, and a
+    second only for versions no listed record tells (a HEAD each) and records stored as bodies."""
     key = files.layout.key_for(path)
     rt = files.round_trip()
     listed = rt.submit(own_versions, files, key)
@@ -76,18 +69,37 @@ def _own_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
         rt.submit(_records.listed, files, files.layout.history_records_prefix(_records.path_tag(files, about.display)))
         for about in [path, *path.ancestors(), MemoryPath("")]
     ]
+    history_key = rt.submit(_records.history_key_for_reading, files)
     rt.wait()
     versions = listed.result()
-    record_keys = [found for pending in record_lists for found in pending.result()]
-    rt = files.round_trip()
-    opened = rt.submit(_opened, files, [(path.display, v) for v in versions if not v.is_delete_marker])
-    records = rt.submit(_records.read, files, record_keys)
-    rt.wait()
-    builder = EntryBuilder(records.result())
-    entries = builder.entries(path.display, key, versions, opened.result())
+    found = _records.opened_names(files, history_key.result(), [ref for p in record_lists for ref in p.result()])
+    opened, unclaimed = VersionClaims(_records.unique(found.records)).assign(path.display, versions)
+    records = found.records + _read_more(files, found.bodies, [(path.display, v) for v in unclaimed], opened)
+    builder = EntryBuilder(_records.unique(records))
+    entries = builder.entries(path.display, key, versions, opened)
     listed_ids = {v.version_id for v in versions}
     # A redaction whose delete failed left its version: that version is the entry, not the record.
     return entries + [e for e in builder.redactions(path.display) if e.version not in listed_ids]
+
+
+def _read_more(
+    files: SealedFiles,
+    bodies: Sequence[tuple[str, str]],
+    unclaimed: Sequence[tuple[str, ObjectVersion]],
+    opened: dict[tuple[str, str], Opened],
+) -> list[dict[str, Any]]:
+    """Round two, if anything needs it: the records stored as bodies, and a HEAD of each
+    version no record told (its provenance added to ``opened``)."""
+    if not bodies and not unclaimed:
+        return []
+    # Every request its own task of one round trip (tasks that open round trips of their own
+    # would wait for threads their parents hold: with ``max_workers=1``, for ever).
+    rt = files.round_trip()
+    heads = {(v.key, v.version_id): rt.submit(_open_one, files, path, v) for path, v in unclaimed}
+    records = [rt.submit(_records.read_one, files, key, version_id) for key, version_id in bodies]
+    rt.wait()
+    opened.update({found: head.result() for found, head in heads.items()})
+    return [record for record in (r.result() for r in records) if record is not None]
 
 
 def _renamed_from(entry: MemoryVersion) -> MemoryPath | None:
@@ -163,22 +175,29 @@ def changes(
         raise ConfigurationError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
     rt = files.round_trip()
     listed = rt.submit(_versions_under, files, files.layout.dir_prefix(directory))
-    record_keys = rt.submit(_records.listed, files, files.layout.history_prefix)
+    record_parts = _records.list_everywhere(files, rt)
+    history_key = rt.submit(_records.history_key_for_reading, files)
     rt.wait()
     by_key: dict[str, list[ObjectVersion]] = {}
     for version in listed.result():
         by_key.setdefault(version.key, []).append(version)
     paths = {key: files.layout.path_for_key(key) for key in by_key}
-    shown = [(path.display, v) for key, path in paths.items() if path is not None for v in by_key[key]]
-    rt = files.round_trip()
-    opened = rt.submit(_opened, files, [(name, v) for name, v in shown if not v.is_delete_marker])
-    records = rt.submit(_records.read, files, record_keys.result())
-    rt.wait()
-    builder = EntryBuilder(records.result())
+    record_keys = [ref for part in record_parts for ref in part.result()]
+    found = _records.opened_names(files, history_key.result(), record_keys)
+    claims = VersionClaims(_records.unique(found.records))
+    opened: dict[tuple[str, str], Opened] = {}
+    unclaimed: list[tuple[str, ObjectVersion]] = []
+    for key, path in paths.items():
+        if path is not None:
+            told, untold = claims.assign(path.display, by_key[key])
+            opened.update(told)
+            unclaimed += [(path.display, v) for v in untold]
+    records = found.records + _read_more(files, found.bodies, unclaimed, opened)
+    builder = EntryBuilder(_records.unique(records))
     entries: list[MemoryVersion] = []
     for key, path in paths.items():
         if path is not None:
-            entries += builder.entries(path.display, key, by_key[key], opened.result())
+            entries += builder.entries(path.display, key, by_key[key], opened)
     redacted = {str(record.get("path")) for record in builder.records if record.get("op") == "redacted"}
     for path_shown in sorted(redacted):
         if directory.is_root or path_shown == directory.display or path_shown.startswith(directory.display + "/"):

@@ -4,10 +4,11 @@ One tenant owns two key prefixes, and nothing outside them::
 
     {prefix}{tenant}/memories/{path}                  memory files (path sealed with encrypted names)
     {prefix}{tenant}/.s3memory/tenant-key             key documents (``_keydocs``): the tenant key,
-    {prefix}{tenant}/.s3memory/names-key                and with encrypted names the names key
+    {prefix}{tenant}/.s3memory/names-key                with encrypted names the names key,
+    {prefix}{tenant}/.s3memory/history-key              and the key of listable records (``_historykey``)
     {prefix}{tenant}/.s3memory/intents/rename-{tag}   a rename's intent record (``_rename``)
     {prefix}{tenant}/.s3memory/access/{hash}          a read's marker (``_access``, ``_expiry``)
-    {prefix}{tenant}/.s3memory/history/{tag}/{time}-{id}  a delete, rename or redaction (``_records``)
+    {prefix}{tenant}/.s3memory/history/{tag}/{time}-{id}  a change's record (``_records``)
     {prefix}{tenant}/.s3memory/index/                 reserved for a sealed search index
 
 The internal families are disjoint: a key document's name is one segment ending ``-key``
@@ -24,6 +25,7 @@ commands that write a new file call first (``SealedFiles.names_ready``).
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,7 +49,8 @@ INTERNAL_FOLDER = ".s3memory/"
 #: folder and the ``s3memory:purpose`` of the context their keys are wrapped under.
 TENANT_KEY = "tenant-key"
 NAMES_KEY = "names-key"
-KEY_DOCUMENT_PURPOSES = (TENANT_KEY, NAMES_KEY)
+HISTORY_KEY = "history-key"
+KEY_DOCUMENT_PURPOSES = (TENANT_KEY, NAMES_KEY, HISTORY_KEY)
 #: Every internal object whose name ends so holds keys (what erasure destroys first).
 KEY_DOCUMENT_SUFFIX = "-key"
 #: The internal folders (each name ends in "/", none in "-key/").
@@ -55,8 +58,14 @@ INTENTS_FOLDER = "intents/"
 ACCESS_MARKERS_FOLDER = "access/"
 HISTORY_FOLDER = "history/"
 INDEX_FOLDER = "index/"
-INTERNAL_FOLDERS = (INTENTS_FOLDER, ACCESS_MARKERS_FOLDER, HISTORY_FOLDER, INDEX_FOLDER)
+PENDING_FOLDER = "pending/"
+INTERNAL_FOLDERS = (INTENTS_FOLDER, ACCESS_MARKERS_FOLDER, HISTORY_FOLDER, INDEX_FOLDER, PENDING_FOLDER)
+#: A pending write's id: random, lowercase hex (what ``pending_key`` accepts, so no id escapes its folder).
+PENDING_ID = re.compile(r"[0-9a-f]{16}")
 MAX_TIME_US = 10**16 - 1  # microseconds since the epoch, until the year 2286
+# A record's key below the history folder: its path's tag, the inverted time, then 16 hex
+# digits (a record sealed as a body) or "s" and the record sealed in base32 segments.
+_HISTORY_RECORD = re.compile(r"[0-9a-f]{32}/[0-9]{16}-(?:[0-9a-f]{16}|s[a-z2-7]+(?:/[a-z2-7]+)*)")
 
 
 class NameSealing(Protocol):
@@ -140,7 +149,7 @@ class TenantLayout:
 
     # -- internal objects -----------------------------------------------------------------
     def key_document(self, purpose: str) -> str:
-        """The key of the key document for ``purpose`` (:data:`TENANT_KEY`, :data:`NAMES_KEY`)."""
+        """The key of the key document for ``purpose`` (one of :data:`KEY_DOCUMENT_PURPOSES`)."""
         if purpose not in KEY_DOCUMENT_PURPOSES:
             raise ValueError(f"unknown key document purpose {purpose!r}")
         return self.internal_prefix + purpose
@@ -184,6 +193,28 @@ class TenantLayout:
         """A record about the path tagged ``path_tag``, made at ``at_us``: the inverted time
         first, so that a listing returns the newest record first."""
         return f"{self.history_records_prefix(path_tag)}{MAX_TIME_US - at_us:016d}-{record_id}"
+
+    @property
+    def pending_prefix(self) -> str:
+        """Where writes held for review wait (``_quarantine``): one object per write."""
+        return self.internal_prefix + PENDING_FOLDER
+
+    def pending_key(self, pending_id: str) -> str:
+        """The held write ``pending_id`` (:data:`PENDING_ID`; anything else is refused)."""
+        if not isinstance(pending_id, str) or not PENDING_ID.fullmatch(pending_id):
+            raise ValueError("a pending write's id is 16 lowercase hex digits")
+        return self.pending_prefix + pending_id
+
+    def is_history_record(self, key: str) -> bool:
+        """Whether ``key`` is where a history record is (``_records``): sealed as a body, or
+        sealed in its name (an empty object, which carries no envelope to re-wrap)."""
+        return (
+            key.startswith(self.history_prefix)
+            and _HISTORY_RECORD.fullmatch(key[len(self.history_prefix) :]) is not None
+        )
+
+    def is_sealed_name_record(self, key: str) -> bool:
+        return self.is_history_record(key) and key[len(self.history_prefix) + 50 : len(self.history_prefix) + 51] == "s"
 
     @property
     def index_prefix(self) -> str:

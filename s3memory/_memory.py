@@ -12,10 +12,11 @@ Independent requests of one command are issued concurrently, in one round trip
 Split by concern: the sealed files of one tenant (binding, reading, listing, round trips)
 are ``_files``; the text of the answers is ``_render`` (pure); the rename protocol and its
 intent record are ``_rename``; access markers are ``_access``; history is ``_history``,
-``_versions`` and ``_records``. What is left here is the dispatch, the commands, screening,
-the quota and the public methods that delegate history: about 390 lines of code; the
-module is longer than 400 lines by its docstrings (the Raises sections of fifteen public
-methods), kept whole because ``EncryptedMemory`` is the public face users read.
+``_versions`` and ``_records``; writes held for review are ``_quarantine``. What is left here
+is the dispatch, the commands, screening, the quota and the public methods that delegate
+history and review: about 400 lines of code; the module is longer than 400 lines by its
+docstrings (the Raises sections of eighteen public methods), kept whole because
+``EncryptedMemory`` is the public face users read.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from . import _envelope as envelope
-from . import _history, _records, _rename, _versions
+from . import _history, _quarantine, _records, _rename, _versions
 from . import _render as render
 from ._access import PROCESS_ACCESS_LOG, AccessLog, record_access
 from ._entries import MemoryVersion
@@ -45,10 +46,12 @@ from ._errors import (
     VersionNotFoundError,
 )
 from ._files import SealedFiles, plaintext_size
+from ._historykey import HistoryKey
 from ._keys import Keyring
 from ._layout import TenantLayout
 from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, parse_path
 from ._provenance import DEFAULT_ACTOR, validate_actor
+from ._quarantine import InstructionPolicy, PendingWrite, policy_check
 from .stores import ObjectStore
 
 T = TypeVar("T")
@@ -138,7 +141,9 @@ class EncryptedMemory:
     a secret completed across two edits is caught and one the file already held is not
     reported again. ``track_access`` records, at most once a day per file and
     ``access_log`` (by default one log shared by the whole process), that a file was read
-    (see ``_expiry``).
+    (see ``_expiry``). ``instruction_policy`` (``"allow"``: none) then screens what a write
+    adds for instructions to a future session, just before the write: ``"flag"`` records a
+    finding, ``"quarantine"`` holds the write for review (:meth:`pending`, :meth:`approve`).
 
     Every command may also raise what the store and the keys raise: a
     :class:`~s3memory.StorageError` (access denied, bucket missing, unavailable) and
@@ -159,6 +164,8 @@ class EncryptedMemory:
         track_access: bool = False,
         access_log: AccessLog | None = None,
         actor: str = DEFAULT_ACTOR,
+        history_key: HistoryKey | None = None,
+        instruction_policy: InstructionPolicy = "allow",
     ) -> None:
         self.limits = limits or Limits()
         self.files = SealedFiles(
@@ -168,10 +175,12 @@ class EncryptedMemory:
             max_file_bytes=self.limits.max_file_bytes,
             max_workers=self.limits.max_workers,
             actor=validate_actor(actor),
+            history_key=history_key,
         )
         self.screen_text = screen_text
         self.screen_edit = screen_edit
         self.track_access = track_access
+        self.instructions = policy_check(instruction_policy)
         self.access_log: AccessLog = PROCESS_ACCESS_LOG if access_log is None else access_log
 
     @property
@@ -200,6 +209,11 @@ class EncryptedMemory:
     def _screen_inserted(self, text: str) -> str:
         """The inserted text, screened on its own unless the whole result will be."""
         return text if self.screen_edit is not None else self._screen(text)
+
+    def _check_instructions(self, parsed: MemoryPath, path: str, before: str | None, after: str) -> str | None:
+        """The instruction policy's verdict on a write about to be made (``_quarantine``): None,
+        or the finding to record with it (``flag``); a held write raises ``WriteHeldError``."""
+        return None if self.instructions is None else self.instructions.verdict(self.files, parsed, path, before, after)
 
     def _tenant_usage(self) -> tuple[int, int] | None:
         """(files, plaintext bytes) of the user, if a quota is set (one LIST per 1,000 files)."""
@@ -338,6 +352,8 @@ class EncryptedMemory:
             InvalidPathError: ``path`` is not a valid path under ``/memories``.
             InvalidCommandError: ``file_text`` is not a string, or not valid Unicode.
             SensitiveDataError: the guard (``screen_text``) found a secret in ``file_text``.
+            WriteHeldError: the text reads like instructions to a future session and was
+                held for review (``instruction_policy="quarantine"``); nothing was written.
             PathExistsError: a file or a directory is already at ``path``.
             NotADirectoryConflict: an ancestor of ``path`` is a file.
             LimitExceededError: the file, or the user's quota, would be over its limit.
@@ -347,19 +363,24 @@ class EncryptedMemory:
             raise InvalidCommandError("Error: `file_text` must be a string.")
         if parsed.is_root:
             raise PathExistsError(f"Error: File {path} already exists")
-        data = self.files.encode(self._screen(file_text), path)
+        text = self._screen(file_text)
+        data = self.files.encode(text, path)
         self.files.names_ready(create=True)  # the one command that may create the names key
         key = self.layout.key_for(parsed)
         # Round trip 1, concurrently: is it a directory? is an ancestor a file? a data key;
         # and the user's usage if a quota is set.
         rt = self.files.round_trip()
         is_dir = rt.submit(self.files.has_objects_under, parsed)
+        # A file already there is found now, so that the record beside the write (round
+        # trip 2) is left only by a creator that loses a race, never by a plain refusal.
+        existing = rt.submit(self.store.head, key)
         new_key = rt.submit(self.keyring.generate, self.files.binding(parsed))
         usage = rt.submit(self._tenant_usage)
         rt.submit(self.files.check_names_choice)  # once per process: no request when warm
+        records = rt.submit(_records.sealer, self.files, [parsed])
         ancestor_heads = self.files.head_ancestors(rt, parsed)
         rt.wait()
-        if is_dir.result():
+        if is_dir.result() or existing.result() is not None:
             raise PathExistsError(f"Error: File {path} already exists")
         self._check_quota(usage.result(), path, files=1, grow=len(data))
         for ancestor, head in zip(parsed.ancestors(), ancestor_heads, strict=True):
@@ -367,12 +388,17 @@ class EncryptedMemory:
                 raise NotADirectoryConflict(
                     f"Error: Cannot create {path}: {ancestor.display} is a file, not a directory"
                 )
+        finding = self._check_instructions(parsed, path, None, text)  # a held write raises WriteHeldError
         data_key, wrapped = new_key.result()
         body, metadata = envelope.seal(data, data_key, wrapped)
-        metadata = self.files.stamped(metadata, key, "created", data_key)
-        # Round trip 2: the conditional write; of concurrent creators exactly one wins.
+        metadata, provenance = self.files.stamped(metadata, key, "created", data_key, finding=finding)
+        # Round trip 2: the conditional write (of concurrent creators exactly one wins), and
+        # beside it the record of who wrote it (one of a loser pairs with no version).
+        rt = self.files.round_trip()
+        rt.submit(self.store.put, key, body, metadata, if_none_match=True)
+        rt.submit(records.result().write_beside, _records.version_record(parsed, provenance, body))
         try:
-            self.store.put(key, body, metadata, if_none_match=True)
+            rt.wait()
         except PreconditionFailedError:
             raise PathExistsError(f"Error: File {path} already exists") from None
         return f"File created successfully at: {path}"
@@ -401,6 +427,7 @@ class EncryptedMemory:
             stored = self.files.fetch(rt, parsed, path)
             usage = rt.submit(self._tenant_usage) if self.limits.max_tenant_bytes is not None else None
             fresh_key = rt.submit(self.keyring.generate, binding) if self.keyring.generates_remotely else None
+            records = rt.submit(_records.sealer, self.files, [parsed])
             rt.wait()
             file = self.files.opened(parsed, path, stored.result())
             if file is None:
@@ -411,15 +438,21 @@ class EncryptedMemory:
             data = self.files.encode(new_text, path)
             grow = len(data) - len(file.text.encode())
             self._check_quota(None if usage is None else usage.result(), path, files=0, grow=grow)
+            finding = self._check_instructions(parsed, path, file.text, new_text)  # held: WriteHeldError
             # A fresh data key for every version (a local one in tenant-key mode): no two
             # versions of a file share a key, so none can be spliced onto another's metadata.
             data_key, wrapped = self.keyring.generate(binding) if fresh_key is None else fresh_key.result()
             body, metadata = envelope.seal(data, data_key, wrapped)
             key = self.layout.key_for(parsed)
             follows = self.files.provenance_in(file.metadata, key, file.data_key)
-            metadata = self.files.stamped(metadata, key, "modified", data_key, follows=follows)
+            metadata, provenance = self.files.stamped(
+                metadata, key, "modified", data_key, follows=follows, finding=finding
+            )
+            rt = self.files.round_trip()
+            rt.submit(self.store.put, key, body, metadata, if_match=file.etag)
+            rt.submit(records.result().write_beside, _records.version_record(parsed, provenance, body))
             try:
-                self.store.put(key, body, metadata, if_match=file.etag)
+                rt.wait()
                 return answer(new_text, detail)
             except PreconditionFailedError:
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
@@ -437,6 +470,7 @@ class EncryptedMemory:
             EditError: ``old_str`` is empty, missing from the file, or not unique.
             PathNotFoundError: no file is at ``path``.
             SensitiveDataError: the guard found a secret in ``new_str`` (or the edited file).
+            WriteHeldError: held for review, as for :meth:`create`.
             LimitExceededError: the file, or the user's quota, would be over its limit.
             PreconditionFailedError: the file kept changing under concurrent edits (after
                 ``Limits.edit_attempts`` tries); nothing was written.
@@ -476,6 +510,7 @@ class EncryptedMemory:
             EditError: ``insert_line`` is outside ``[0, lines of the file]``.
             PathNotFoundError: no file is at ``path``.
             SensitiveDataError: the guard found a secret in ``insert_text`` (or the edited file).
+            WriteHeldError: held for review, as for :meth:`create`.
             LimitExceededError: the file, or the user's quota, would be over its limit.
             PreconditionFailedError: the file kept changing under concurrent edits (after
                 ``Limits.edit_attempts`` tries); nothing was written.
@@ -526,8 +561,8 @@ class EncryptedMemory:
         key = self.layout.key_for(parsed)
         rt = self.files.round_trip()
         head, under = rt.submit(self.store.head, key), rt.submit(self.files.listed, parsed)
-        # The history record's data key too (a KMS request in KMS mode), so round trip 2 is one.
-        records = rt.submit(_records.prepare, self.files, [parsed])
+        # The history key too (cached after the first use), so round trip 2 is one.
+        records = rt.submit(_records.sealer, self.files, [parsed])
         rt.wait()
         if head.result() is None and not under.result():
             raise self.files.not_found(f"Error: The path {path} does not exist")
@@ -538,7 +573,7 @@ class EncryptedMemory:
         rt = self.files.round_trip()
         rt.submit(self.store.delete, keys)
         record = {"op": "deleted", "path": parsed.display, "files": _records.listed_files(self.files, deleted)}
-        rt.submit(_records.write_beside, self.files, records.result(), record)
+        rt.submit(records.result().write_beside, record)
         rt.wait()
         log.info("deleted %d objects", len(keys))
         return f"Successfully deleted {path}"
@@ -558,7 +593,7 @@ class EncryptedMemory:
             self.store.delete(keys)
             # Who cleared it, for history: one record about the whole memory (the root).
             record = {"op": "deleted", "path": "/memories", "files": _records.listed_files(self.files, infos)}
-            _records.write_beside(self.files, _records.prepare(self.files, [MemoryPath("")]), record)
+            _records.sealer(self.files, [MemoryPath("")]).write_beside(record)
         log.info("cleared the memory of one tenant: %d objects deleted", len(keys))
         return "All memory cleared"
 
@@ -645,6 +680,32 @@ class EncryptedMemory:
         return _history.changes(
             self.files, directory=parsed, operation=operation, actor=actor, since=since, until=until
         )
+
+    # -- review of held writes (beyond the six commands, which never see them) ------------
+    def pending(self) -> list[PendingWrite]:
+        """The writes held for review (``instruction_policy="quarantine"``), oldest first. A
+        pending object that does not open (tampered with, planted, moved) is left out."""
+        return _quarantine.pending(self.files)
+
+    def approve(self, pending_id: str) -> str:
+        """Apply a held write as the file's newest version, then remove it from the queue;
+        only onto the file it was held against (compare-and-swap), as this memory's actor.
+
+        Raises:
+            PathNotFoundError: no pending write has this id, or the file it edits is gone.
+            IntegrityError: the pending write does not open; it is never applied.
+            EditError, PathExistsError: the file changed (or was created) since; nothing was written.
+            SensitiveDataError, LimitExceededError, NotADirectoryConflict: as for :meth:`create`.
+        """
+        return _quarantine.approve(self, pending_id)
+
+    def reject(self, pending_id: str) -> str:
+        """Remove a held write without applying it (also one that does not open).
+
+        Raises:
+            PathNotFoundError: no pending write has this id.
+        """
+        return _quarantine.reject(self.files, pending_id)
 
     def _file_path(self, path: str) -> MemoryPath:
         parsed = self._parse(path)

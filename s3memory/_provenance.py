@@ -5,14 +5,16 @@ request (``x-amz-meta-s3memory-p``), sealed under the version's own data key::
 
     base64url( nonce (12 bytes) || AES-256-GCM(k, nonce, record, aad = object key) )
     k      = HKDF-SHA256(data key, salt = message id (x-amz-i), info = "s3memory provenance v1")
-    record = {"v": 1, "op", "at", "by", "file", "rev", "prev"}     (compact JSON)
+    record = {"v": 1, "op", "at", "by", "file", "rev", "prev"[, "finding"]}     (compact JSON)
 
 ``op`` is ``created``, ``modified``, ``renamed`` or ``restored``; ``at`` the client's time in
 microseconds; ``by`` the actor the application named when it opened the memory (never the
 model); ``file`` a random 128-bit id the file keeps across edits and renames; ``rev`` a
 random 96-bit id of this version and ``prev`` the ``rev`` of the version it replaced (null
 for a new file), so history can tell a replayed old version from the one it claims to
-follow.
+follow; ``finding``, only when there is one, what the instruction screen found in the write
+(``instruction_policy="flag"``) or that a reviewer approved it (``_quarantine``): kinds and
+lines, never the text.
 
 Why the data key: every version has its own (``_keys``), unwrapped only by whoever holds the
 tenant key or may use the KMS key under the tenant's context, and the envelope already binds
@@ -48,6 +50,7 @@ VERSION_OPERATIONS = ("created", "modified", "renamed", "restored")
 OPERATIONS = ("created", "modified", "renamed", "restored", "deleted", "redacted")
 NONCE_BYTES = 12
 MAX_ACTOR_CHARS = 128
+MAX_FINDING_CHARS = 200
 DEFAULT_ACTOR = "api"
 _INFO = b"s3memory provenance v1"
 _CORRUPT = "Error: A version's provenance failed its integrity check."
@@ -85,9 +88,10 @@ class Provenance:
     file: str
     rev: str
     prev: str | None
+    finding: str | None = None
 
     def record(self) -> dict[str, Any]:
-        return {
+        record = {
             "v": PROVENANCE_VERSION,
             "op": self.op,
             "at": self.at_us,
@@ -96,6 +100,7 @@ class Provenance:
             "rev": self.rev,
             "prev": self.prev,
         }
+        return record if self.finding is None else {**record, "finding": self.finding}
 
     @classmethod
     def from_record(cls, record: object) -> Provenance:
@@ -109,7 +114,10 @@ class Provenance:
             raise ValueError("not a provenance record")
         if not (prev is None or isinstance(prev, str)):
             raise ValueError("not a provenance record")
-        return cls(str(op), at, by, file, rev, prev)
+        finding = record.get("finding")
+        if not (finding is None or (isinstance(finding, str) and len(finding) <= MAX_FINDING_CHARS)):
+            raise ValueError("not a provenance record")
+        return cls(str(op), at, by, file, rev, prev, finding)
 
 
 def _key(data_key: bytes, message_id: str) -> bytes:

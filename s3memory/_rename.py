@@ -12,11 +12,16 @@ in round trips:
    the files being moved, sealed for a name no memory path can have.
 3. Every copy, concurrently: server-side, ``If-Match`` the source's ETag and ``If-None-Match:
    *`` on the target, the data key re-wrapped for the new path (:func:`copy_rewrapped`).
-4. One DeleteObjects: the sources, each only if unchanged since its copy, and the record.
+4. One DeleteObjects: the sources, each only if unchanged since its copy, and the record;
+   beside it the history record (``_records``) about each path, which names each copy's
+   provenance.
 
 A failure part-way leaves each file at its old path, its new path or both, and the record;
 issuing the rename again finds the record and finishes the job. ``tests/test_stateful.py``
 models the protocol; ``tests/test_vectors.py`` freezes the record's key and format.
+
+Over 400 lines because the protocol is kept whole: its round trips and the rules for
+resuming are argued together, and reviewed together.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from ._errors import (
 )
 from ._files import SealedFiles, reporting
 from ._paths import MAX_S3_KEY_BYTES, MemoryPath
+from ._provenance import Provenance
 from .stores import ObjectInfo
 
 T = TypeVar("T")
@@ -220,24 +226,30 @@ def plan_moves(
     return moves
 
 
-def rewrapped_metadata(files: SealedFiles, info: ObjectInfo, move: Move, at_us: int) -> Mapping[str, str]:
+def rewrapped_metadata(
+    files: SealedFiles, info: ObjectInfo, move: Move, at_us: int
+) -> tuple[Mapping[str, str], Provenance | None]:
     """``info``'s metadata with its data key re-wrapped for ``target`` (the body, sealed under
-    that data key, is copied as is) and the provenance of a renamed version of the same file;
-    unchanged if the object cannot be opened here, so a move never loses it."""
+    that data key, is copied as is) and the provenance of a renamed version of the same file
+    (returned too, for the rename's record); unchanged if the object cannot be opened here,
+    so a move never loses it."""
     assert move.source is not None and move.target is not None
     try:
         header = envelope.parse_header(info.metadata)
         data_key = files.keyring.unwrap(header.wrapped_key, files.stored_binding(move.source.display, header))
         rewrapped = files.keyring.wrap(data_key, files.binding(move.target))
     except (IntegrityError, ForeignObjectError):
-        return info.metadata
+        return info.metadata, None
     metadata = envelope.metadata_for(rewrapped, header.message_id, header.commitment)
     follows = files.provenance_in(info.metadata, move.source_key, data_key)
     return files.stamped(metadata, move.target_key, "renamed", data_key, follows=follows, at_us=at_us)
 
 
-def copy_rewrapped(files: SealedFiles, move: Move, target_is_ours: bool, at_us: int) -> tuple[str, str | None]:
-    """Copy one source to its target; return (source key, the source ETag copied).
+def copy_rewrapped(
+    files: SealedFiles, move: Move, target_is_ours: bool, at_us: int
+) -> tuple[str, str | None, Provenance | None]:
+    """Copy one source to its target; return (source key, the source ETag copied, the copy's
+    provenance if this copy made it).
 
     ``target_is_ours``: the target holds a copy made by an interrupted attempt at this
     rename; it is kept if it is a copy of this very version, else replaced by it.
@@ -245,18 +257,19 @@ def copy_rewrapped(files: SealedFiles, move: Move, target_is_ours: bool, at_us: 
     store = files.store
     info = move.head or store.head(move.source_key)
     if info is None:
-        return move.source_key, None  # deleted concurrently: nothing to move
+        return move.source_key, None, None  # deleted concurrently: nothing to move
     if target_is_ours:
         existing = store.head(move.target_key)
         if existing is not None and _bare(existing.etag) == _bare(info.etag):
-            return move.source_key, info.etag
-    metadata = info.metadata
+            return move.source_key, info.etag, None  # an earlier attempt's copy: history HEADs it
+    metadata: Mapping[str, str] = info.metadata
+    provenance = None
     if move.source is not None and move.target is not None:
-        metadata = rewrapped_metadata(files, info, move, at_us)
+        metadata, provenance = rewrapped_metadata(files, info, move, at_us)
     store.copy(
         move.source_key, move.target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_is_ours
     )
-    return move.source_key, info.etag
+    return move.source_key, info.etag, provenance
 
 
 # -- the protocol --------------------------------------------------------------------------
@@ -309,20 +322,19 @@ def copy_all(
     ours: set[str],
     progress: Callable[[int, int], None] | None,
     records_about: Sequence[MemoryPath],
-) -> tuple[dict[str, str], list[_records.Prepared]]:
-    """Round trip 3: every copy, concurrently; the source ETag copied, by source key (a source
-    deleted meanwhile is left out). ``ours``: target keys holding copies of an earlier attempt.
-    Beside them, the places of the history record about ``records_about`` (their data keys
-    made now, so that round trip 4 is one request each even when KMS makes them)."""
+) -> tuple[dict[str, tuple[str, Provenance | None]], list[_records.Sealer]]:
+    """Round trip 3: every copy, concurrently; the source ETag copied and the copy's
+    provenance, by source key (a source deleted meanwhile is left out). ``ours``: target keys
+    holding copies of an earlier attempt. Beside them, what the history record about each of
+    ``records_about`` needs (the history key, cached after its first use)."""
     at_us = int(time.time() * 1_000_000)  # the rename's one time, in its copies and its record
     copies = [functools.partial(copy_rewrapped, files, move, move.target_key in ours, at_us) for move in moves]
     rt = files.round_trip()
     copied = [rt.submit(copy) for copy in (reporting(copies, progress) if progress is not None else copies)]
-    # One task per record place: with KMS each makes a data key, and they must not queue.
-    places = [rt.submit(_records.prepare, files, [about], at_us=at_us) for about in records_about]
+    sealers = [rt.submit(_records.sealer, files, [about], at_us=at_us) for about in records_about]
     rt.wait()
-    prepared = [place for pending in places for place in pending.result()]
-    return {source: etag for source, etag in (c.result() for c in copied) if etag is not None}, prepared
+    done = {source: (etag, provenance) for source, etag, provenance in (c.result() for c in copied) if etag is not None}
+    return done, [pending.result() for pending in sealers]
 
 
 def rename(
@@ -374,7 +386,7 @@ def rename(
         write_intent(files, record_key, {"op": "rename", "old": old.display, "new": new.display, "etags": etags})
     try:
         ours = {info.key for info in seen.at_destination}  # all ours, as checked
-        copied, places = copy_all(files, moves, ours, progress, [old, new])
+        copied, sealers = copy_all(files, moves, ours, progress, [old, new])
     except PreconditionFailedError:
         raise PreconditionFailedError(
             f"Error: {old_path} or {new_path} changed while it was being renamed; nothing was lost. "
@@ -383,11 +395,12 @@ def rename(
     try:  # round trip 4: the sources (each only if unchanged since its copy) and, with them, the
         # intent record; beside them, the history record of who moved what
         rt = files.round_trip()
-        rt.submit(files.store.delete, [*copied, record_key], if_match=copied)
-        moved = [(m.source, m.target, copied[m.source_key]) for m in moves if m.source_key in copied]
+        copied_etags = {source: etag for source, (etag, _) in copied.items()}
+        rt.submit(files.store.delete, [*copied_etags, record_key], if_match=copied_etags)
+        moved = [(m.source, m.target, *copied[m.source_key]) for m in moves if m.source_key in copied]
         record = _records.rename_record(old, new, moved)
-        for place in places:  # concurrently, beside the delete
-            rt.submit(_records.write_beside, files, [place], record)
+        for sealer in sealers:  # concurrently, beside the delete
+            rt.submit(sealer.write_beside, record)
         rt.wait()
     except PreconditionFailedError:
         raise PreconditionFailedError(

@@ -97,6 +97,7 @@ def restore(files: SealedFiles, path: MemoryPath, version: str) -> str:
     current = rt.submit(files.store.head, key)
     new_key = rt.submit(files.keyring.generate, files.binding(path))
     is_dir = rt.submit(files.has_objects_under, path)
+    records = rt.submit(_records.sealer, files, [path])
     ancestor_heads = files.head_ancestors(rt, path)
     rt.wait()
     where, stored = _located(files, path, version, found.result())
@@ -115,12 +116,16 @@ def restore(files: SealedFiles, path: MemoryPath, version: str) -> str:
     # The file at the path goes on: after its current version, or after its last one before
     # it was deleted; a path that never had one takes the restored version's file.
     follows = _provenance_of(files, path, key, head) if head is not None else _last_provenance(files, path, key)
-    metadata = files.stamped(metadata, key, "restored", data_key, follows=follows or restored)
+    metadata, provenance = files.stamped(metadata, key, "restored", data_key, follows=follows or restored)
+    # Round trip 2: the conditional write, and beside it its record.
+    rt = files.round_trip()
+    if head is None:
+        rt.submit(files.store.put, key, body, metadata, if_none_match=True)
+    else:
+        rt.submit(files.store.put, key, body, metadata, if_match=head.etag)
+    rt.submit(records.result().write_beside, _records.version_record(path, provenance, body))
     try:
-        if head is None:
-            files.store.put(key, body, metadata, if_none_match=True)
-        else:
-            files.store.put(key, body, metadata, if_match=head.etag)
+        rt.wait()
     except PreconditionFailedError:
         raise PreconditionFailedError(
             f"Error: {path.display} changed while it was being restored; nothing was written. Try again."
@@ -164,6 +169,6 @@ def redact(files: SealedFiles, path: MemoryPath, version: str) -> str:
     etag = "" if head is None else _records.bare_etag(head.etag)  # what a deletion's record names it by
     # The record first, so that who and when survive whatever happens next.
     record = {"op": "redacted", "path": entry.path, "version": version, "etag": etag, "original": original}
-    _records.write_now(files, [where], record)
+    _records.sealer(files, [where]).write(record)
     files.store.delete_version(key, version)
     return f"Redacted version {version} of {entry.path}"

@@ -8,9 +8,10 @@ The six tool commands print exactly what the model would see, so scripts can rel
 This module is the entry point: the group :data:`cli` and its global options, the memory
 commands (the six tool commands, ``ls``, ``cat``), ``demo``, ``mcp`` and :func:`main`; the
 group also gets the commands of ``_cli_bulk`` (import, export), ``_cli_governance`` (info,
-init, expire, rotate-key, erase-user, policy) and ``_cli_history`` (history, show, restore,
-redact, log). ``_cli_output`` holds what they all share (options, state, exit statuses) and
-says how untrusted text is printed and settings are read. The module is a little longer than
+init, expire, rotate-key, erase-user, policy), ``_cli_history`` (history, show, restore,
+redact, log) and ``_cli_review`` (review, approve, reject). ``_cli_output`` holds what they
+all share (options, state, exit statuses) and says how untrusted text is printed and
+settings are read. The module is a little longer than
 400 lines by the group's help (its epilog: examples, output, exit statuses), kept whole with
 the group it documents.
 """
@@ -27,7 +28,7 @@ from typing import Any, TextIO, cast
 
 import click
 
-from . import _cli_bulk, _cli_governance, _cli_history
+from . import _cli_bulk, _cli_governance, _cli_history, _cli_review
 from ._cli_output import (
     _LOG_HANDLER,
     EXIT_CONFIGURATION,
@@ -90,6 +91,8 @@ Examples:
   s3memory show /memories/profile/notes.md --version VERSION
   s3memory restore /memories/profile/notes.md VERSION
   s3memory log --actor mcp --since 2026-05-01 --limit 20
+  s3memory review
+  s3memory approve ID
   s3memory mcp
   s3memory demo --scripted
 
@@ -106,9 +109,9 @@ error messages are one line, escaped the same way. Names (ls, import, export,
 expire, rotate-key, info, history, log) also escape the backslash and every other
 unprintable character. Nothing printed is ever read as markup. Progress bars are
 drawn on stderr only when it is a terminal (and not with --quiet or --json).
---json (ls, info, init, import, export, expire, rotate-key, history, show, log)
-prints one JSON document on stdout (history and log: a list), described in each
-command's --help; errors stay one line on stderr.
+--json (ls, info, init, import, export, expire, rotate-key, history, show, log,
+review) prints one JSON document on stdout (history, log and review: a list),
+described in each command's --help; errors stay one line on stderr.
 
 \b
 Exit status: 0 success, 1 the command was refused (message on stderr),
@@ -135,6 +138,7 @@ Shell completion (bash; zsh and fish alike with zsh_source, fish_source):
 @_option("region")
 @_option("timeout")
 @_option("sensitive_data")
+@_option("instruction_policy")
 @_option("track_access")
 @_option("encrypt_names")
 @_output_options()[0]
@@ -348,7 +352,7 @@ def mcp(ctx: click.Context, allow_restore: bool | None) -> None:
 # -- the group's commands: these, and those of the bulk and governance modules ------------
 for _registered in (view, create, str_replace, insert, delete, rename, ls, cat, demo, mcp):
     cli.add_command(_registered)
-for _registered in (*_cli_bulk.COMMANDS, *_cli_governance.COMMANDS, *_cli_history.COMMANDS):
+for _registered in (*_cli_bulk.COMMANDS, *_cli_governance.COMMANDS, *_cli_history.COMMANDS, *_cli_review.COMMANDS):
     cli.add_command(_registered)
 
 

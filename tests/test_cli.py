@@ -27,6 +27,7 @@ ENV_NAMES = (
     "S3MEMORY_SENSITIVE_DATA",
     "S3MEMORY_TRACK_ACCESS",
     "S3MEMORY_ENCRYPT_NAMES",
+    "S3MEMORY_INSTRUCTION_POLICY",
 )
 
 
@@ -301,6 +302,8 @@ def test_governance_commands(home: Path, tmp_path: Path) -> None:
     rotated = run("rotate-key", "--retire-after", "0")
     assert rotated.exit_code == 0, rotated.output
     assert "1 file(s) re-wrapped" in rotated.stdout and "rotation complete" in rotated.stdout
+    # The embedded default keeps versions: the old key stays for the version from before.
+    assert "kept for older versions, until about 20" in rotated.stdout
     assert run("cat", "/memories/a.md").stdout == "alpha\n"
     refused = run("erase-user")
     assert refused.exit_code == EXIT_USAGE and "cannot be undone; add --yes" in refused.stderr

@@ -115,7 +115,7 @@ def test_history_json_is_a_list_with_iso_times(edited: Cli) -> None:
     listed = versions(edited, "/memories/b.md")
     assert [e["operation"] for e in listed] == ["deleted", "renamed", "modified", "created"]
     assert {tuple(sorted(e)) for e in listed} == {
-        ("actor", "at", "bytes", "current", "file_id", "note", "operation", "path", "verified", "version")
+        ("actor", "at", "bytes", "current", "file_id", "finding", "note", "operation", "path", "verified", "version")
     }
     assert [e["bytes"] for e in listed] == [None, 4, 4, 4]
     assert {e["actor"] for e in listed} == {"cli"} and all(e["verified"] for e in listed)

@@ -55,7 +55,9 @@ def contents(memory: Any, paths: list[str]) -> dict[str, str | None]:
 
 
 def seeded_memory(s3_client: Any, user_id: str) -> Any:
-    """A fresh memory holding FILES, with a cold key cache."""
+    """A fresh memory holding FILES, with a cold key cache, in a bucket that keeps versions
+    (so that every change also writes its history record, and faults hit those too)."""
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     memory = open_memory(
         user_id=user_id, bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
     )
@@ -77,8 +79,8 @@ def calls_of(command: str, s3_client: Any) -> Counter[str]:
 
 def scenarios(command: str) -> list[tuple[str, int]]:
     # A fault-free rename of 24 files: HEAD 2+24, LIST 2, GET 1, PUT 1 (the intent record) + 2
-    # (the history record, under the old and the new path), COPY 24, DeleteObjects 1; a delete
-    # puts its history record beside its DeleteObjects.
+    # (the history record, under the old and the new path: bodies, as it names 24 copies),
+    # COPY 24, DeleteObjects 1; a delete puts its history record beside its DeleteObjects.
     budget = {
         "rename": {
             "HeadObject": 26,
@@ -128,7 +130,9 @@ def test_rename_survives_a_fault_at_every_step(s3_client: Any, operation: str, k
     assert contents(memory, list(moved.values())) == {moved[p]: t for p, t in FILES.items()}
     assert all(v is None for v in contents(memory, list(FILES)).values())
     internal = [o.key for o in memory.store.list("alice/.s3memory/") if "/history/" not in o.key]
-    assert internal == ["alice/.s3memory/tenant-key"], "the intent record is gone once the rename is done"
+    assert internal == ["alice/.s3memory/history-key", "alice/.s3memory/tenant-key"], (
+        "the intent record is gone once the rename is done"
+    )
 
 
 @pytest.mark.parametrize(("operation", "k"), scenarios("delete"))

@@ -301,22 +301,26 @@ def test_a_planted_or_tampered_history_record_is_ignored(make_versioned: MakeVer
     memory = make_versioned("inmemory", actor="session:1")
     memory.create("/memories/a.md", "a\n")
     memory.delete("/memories/a.md")
-    records = list(memory.store.list(memory.layout.history_prefix))
-    assert len(records) == 1
-    stored = memory.store.get(records[0].key)
-    assert stored is not None
+    records = sorted(info.key for info in memory.store.list(memory.layout.history_prefix))
+    assert len(records) == 2  # the creation's and the deletion's, sealed in their names
+    deletion = records[0]  # the inverted time first: the newest sorts first
     # Overwritten or deleted by whoever may write the bucket (not delete versions): the
-    # record's earlier version still tells who deleted the file.
-    memory.store.put(records[0].key, bytes(stored.body)[:-1] + b"\x00", {})
+    # record is its name, and its earlier version is still listed.
+    memory.store.put(deletion, b"\x00forged", {})
     deleted = memory.history("/memories/a.md")[0]
     assert (deleted.operation, deleted.actor, deleted.verified) == ("deleted", "session:1", True)
-    memory.store.delete([records[0].key])
+    memory.store.delete([deletion])
     assert memory.history("/memories/a.md")[0].actor == "session:1"
     # Destroyed for good (deleting versions: an administrator's right) and replaced by a
-    # tampered copy: the copy grants nothing, and the deletion is no longer attributed.
-    for version in memory.store.list_versions(records[0].key):
+    # tampered name: it grants nothing, and the deletion is no longer attributed.
+    for version in memory.store.list_versions(deletion):
         memory.store.delete_version(version.key, version.version_id)
-    memory.store.put(records[0].key, bytes(stored.body)[:-1] + b"\x00", {})
+    flipped = deletion[:-3] + ("A" if deletion[-3] != "A" else "B") + deletion[-2:]
+    memory.store.put(flipped, b"", {})
+    # ... as is a record moved to another time (its name is bound to its place).
+    folder = deletion[: deletion.index("/", len(memory.layout.history_prefix)) + 1]
+    when, sealed = deletion[len(folder) : len(folder) + 16], deletion[len(folder) + 16 :]
+    memory.store.put(f"{folder}{int(when) + 1:016d}{sealed}", b"", {})
     deleted = memory.history("/memories/a.md")[0]
     assert (deleted.operation, deleted.actor, deleted.verified) == ("deleted", None, False)
     assert deleted.note == "no record of who deleted it"

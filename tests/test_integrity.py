@@ -554,7 +554,7 @@ TENANT_KEY_TAMPERS: dict[str, Callable[[bytes], bytes]] = {
     "kid-not-a-string": lambda b: json.dumps({**json.loads(b), "kid": 5}).encode(),
     # A version-2 document (bound to its deployment) relabelled as version 1 (unbound).
     "version-downgraded": lambda b: json.dumps({**json.loads(b), "v": 1}).encode(),
-    "version-unknown": lambda b: json.dumps({**json.loads(b), "v": 3}).encode(),
+    "version-unknown": lambda b: json.dumps({**json.loads(b), "v": 99}).encode(),
     "wrapper-unknown": lambda b: json.dumps({**json.loads(b), "wrapper": "rot13"}).encode(),
     "not-json": lambda b: b"garbage",
     "empty": lambda b: b"",

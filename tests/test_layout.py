@@ -15,6 +15,7 @@ import pytest
 import s3memory
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, PathNotFoundError, TenantLayout, open_memory
 from s3memory._layout import (
+    HISTORY_KEY,
     INTERNAL_FOLDERS,
     KEY_DOCUMENT_PURPOSES,
     KEY_DOCUMENT_SUFFIX,
@@ -37,8 +38,10 @@ def family(layout: TenantLayout, key: str) -> str:
         return "intent"
     if key.startswith(layout.access_markers_prefix):
         return "access marker"
-    if key.startswith(layout.history_prefix) and key.count("/") == layout.history_prefix.count("/") + 1:
+    if layout.is_history_record(key):
         return "history record"
+    if key.startswith(layout.pending_prefix):
+        return "pending write"
     return "unknown"
 
 
@@ -47,12 +50,17 @@ def test_the_internal_families_cannot_collide() -> None:
     assert all(folder.endswith("/") and not folder.endswith(KEY_DOCUMENT_SUFFIX + "/") for folder in INTERNAL_FOLDERS)
     assert len(set(INTERNAL_FOLDERS)) == len(INTERNAL_FOLDERS)
     documents = [layout.key_document(purpose) for purpose in KEY_DOCUMENT_PURPOSES]
-    assert documents == ["app/alice/.s3memory/tenant-key", "app/alice/.s3memory/names-key"]
+    assert documents == [
+        "app/alice/.s3memory/tenant-key",
+        "app/alice/.s3memory/names-key",
+        "app/alice/.s3memory/history-key",
+    ]
     prefixes = [
         layout.intents_prefix,
         layout.access_markers_prefix,
         layout.history_prefix,
         layout.index_prefix,
+        layout.pending_prefix,
     ]
     for prefix in prefixes:
         assert prefix.startswith(layout.internal_prefix)
@@ -63,10 +71,10 @@ def test_the_internal_families_cannot_collide() -> None:
     assert layout.key_document_purpose(layout.rename_intent_key("ab" * 32)) is None
     assert layout.key_document_purpose(layout.access_marker_key("app/alice/memories/a-key")) is None
     # A key document a later version writes is still recognised (erasure destroys it first).
-    assert layout.key_document_purpose(layout.internal_prefix + "history-key") == "history-key"
+    assert layout.key_document_purpose(layout.internal_prefix + "search-key") == "search-key"
     assert layout.key_document_purpose("app/bob/.s3memory/tenant-key") is None
     with pytest.raises(ValueError, match="unknown key document purpose"):
-        layout.key_document("history-key")
+        layout.key_document("search-key")
 
 
 def test_internal_keys_are_as_frozen() -> None:
@@ -102,7 +110,7 @@ def test_every_object_a_workload_leaves_is_one_the_layout_names(encrypt_names: b
     store.put(record, b"", {})
     families = {key: family(memory.layout, key) for key in (info.key for info in store.list(""))}
     assert "unknown" not in families.values(), families
-    expected = {"file", TENANT_KEY, "access marker", "intent", "history record"} | (
+    expected = {"file", TENANT_KEY, HISTORY_KEY, "access marker", "intent", "history record"} | (
         {NAMES_KEY} if encrypt_names else set()
     )
     assert set(families.values()) == expected

@@ -80,10 +80,11 @@ def is_key_document(memory: EncryptedMemory, key: str) -> bool:
 
 
 def sealed_objects(memory: EncryptedMemory) -> dict[str, Mapping[str, str]]:
-    """Every object of the tenant but its key documents, with its metadata."""
+    """Every object of the tenant but its key documents and the history records sealed in
+    their names (empty, under the history key, which rotation leaves alone), with its metadata."""
     found = {}
     for info in memory.store.list(memory.layout.tenant_prefix):
-        if not is_key_document(memory, info.key):
+        if not is_key_document(memory, info.key) and not memory.layout.is_sealed_name_record(info.key):
             head = memory.store.head(info.key)
             assert head is not None
             found[info.key] = head.metadata
@@ -204,9 +205,16 @@ def test_rotation_rewraps_every_data_key_and_leaves_every_body_alone(make_memory
 
     assert report.started and report.complete and report.kid != old_kid
     assert (report.rewrapped, report.already_current, report.raced, report.skipped) == (len(FILES), 0, 0, 0)
-    assert report.dropped == [old_kid] and report.retired == [] and report.unreadable == []
+    assert report.retired == [] and report.unreadable == []
     stored = document(memory)
-    assert stored["kid"] == report.kid and "retired" not in stored and old_kid not in json.dumps(stored)
+    assert stored["kid"] == report.kid and "retired" not in stored
+    if memory.store.keeps_versions():
+        # The files' versions from before the rotation are under the old key: it is kept.
+        assert report.dropped == [] and [k.kid for k in report.kept] == [old_kid]
+        assert stored["v"] == 3 and [k["kid"] for k in stored["kept"]] == [old_kid]
+    else:
+        assert report.dropped == [old_kid] and report.kept == []
+        assert stored["v"] == 2 and old_kid not in json.dumps(stored)
     after = sealed_objects(memory)
     assert set(after) == set(metadata)
     for key, meta in after.items():
@@ -293,7 +301,10 @@ def test_stale_writers_are_covered_until_the_retired_key_is_dropped(make_memory:
     assert (resumed.rewrapped, resumed.already_current) == (1, len(FILES))
 
     final = rotate_tenant_key(memory, retire_after=0)  # as if the wait were over
-    assert not final.started and final.complete and final.dropped == [old_kid]
+    assert not final.started and final.complete and old_kid not in final.retired
+    # Kept for the files' versions from before the rotation, where the store keeps them.
+    kept = memory.store.keeps_versions()
+    assert (final.dropped, [k.kid for k in final.kept]) == (([], [old_kid]) if kept else ([old_kid], []))
     assert (final.rewrapped, final.already_current, final.passes) == (0, len(FILES) + 1, 1)
     paths = [*FILES, "/memories/late.md"]
     assert texts(make_memory(flavour), paths) == {**FILES, "/memories/late.md": "written under the old key\n"}
@@ -313,8 +324,29 @@ def test_rotation_survives_a_fault_at_every_step(make_memory: MakeMemory, flavou
     probe = seeded(make_memory, flavour, user_id="probe")
     counting = Faulty(probe.store)
     report = rotate_tenant_key(same_keyring(probe, counting), retire_after=0)
-    assert dict(counting.calls) == {"get": 1, "put": 2, "list": 4, "head": 2 * len(FILES), "copy": len(FILES)}
-    assert report.requests == {"GET": 1, "PUT": 2, "LIST": 4, "HEAD": 2 * len(FILES), "COPY": len(FILES)}
+    # Where the store keeps no versions, the retired key is dropped once a listing of every
+    # version (one per prefix) shows none needs it; a store that keeps them keeps the key
+    # for its noncurrent versions' retention, without listing them now. Faults there keep the
+    # key without failing the rotation (test_retention.py).
+    versioned = probe.store.keeps_versions()
+    listings = {} if versioned else {"list_versions": 2}
+    assert dict(counting.calls) == {
+        "get": 1,
+        "put": 2,
+        "list": 4,
+        "head": 2 * len(FILES),
+        "copy": len(FILES),
+        "keeps_versions": 1,
+        **listings,
+    }
+    assert report.requests == {
+        "GET": 1,
+        "PUT": 2,
+        "LIST": 4,
+        "HEAD": 2 * len(FILES),
+        "COPY": len(FILES),
+        **({} if versioned else {"LIST-VERSIONS": 2}),
+    }
 
     for n, (method, k, mode) in enumerate(rotation_scenarios()):
         user = f"u{n}"
@@ -481,8 +513,12 @@ def test_rotation_requests_on_s3(make_memory: MakeMemory, flavour: str, request:
     s3.clear()
     kms.clear()
     final = rotate_tenant_key(memory, retire_after=0)  # everything is current: one pass, then the drop
-    assert dict(s3) == {"GetObject": 1, "PutObject": 1, "ListObjectsV2": 2, "HeadObject": 10}
-    assert final.complete and final.requests == {"GET": 1, "PUT": 1, "LIST": 2, "HEAD": 10}
+    # The bucket keeps no versions (asked once), and a listing of the versions of each prefix
+    # shows that none is under the retired key: it leaves the document.
+    assert s3.pop("GetBucketVersioning", 0) <= 1  # asked once per store: maybe before the rotation
+    assert dict(s3) == {"GetObject": 1, "PutObject": 1, "ListObjectsV2": 2, "HeadObject": 10, "ListObjectVersions": 2}
+    assert final.complete and final.requests == {"GET": 1, "PUT": 1, "LIST": 2, "HEAD": 10, "LIST-VERSIONS": 2}
+    assert final.dropped == first.retired and final.kept == []
     assert dict(kms) == ({"Decrypt": 1} if flavour == "s3-tenant-kms" else {})
 
 
@@ -630,7 +666,10 @@ def test_rewrap_under_a_new_master_key(make_memory: MakeMemory, flavour: str) ->
     memory = seeded(make_memory, flavour)
     before = {k: v for k, v in bodies(memory).items() if not is_key_document(memory, k)}
     report = rewrap_tenant_key(memory, NEW_MASTER)
-    assert report.rewrapped == [memory.layout.internal_prefix + "tenant-key"] and report.wrapper == "local"
+    internal = memory.layout.internal_prefix
+    history_key = [internal + "history-key"] if memory.store.keeps_versions() else []
+    assert sorted(report.rewrapped) == [*history_key, internal + "tenant-key"]
+    assert report.wrapper == "local"
     assert {k: v for k, v in bodies(memory).items() if not is_key_document(memory, k)} == before
     reopened = open_memory(user_id="alice", store=memory.store, master_key=NEW_MASTER, key_cache=KeyCache())
     assert texts(reopened) == FILES
@@ -660,7 +699,7 @@ def test_rewrap_covers_the_names_key(make_memory: MakeMemory) -> None:
     memory = seeded(make_memory, "inmemory", encrypt_names=True)
     report = rewrap_tenant_key(memory, NEW_MASTER)
     internal = memory.layout.internal_prefix
-    assert sorted(report.rewrapped) == [internal + "names-key", internal + "tenant-key"]
+    assert sorted(report.rewrapped) == [internal + "history-key", internal + "names-key", internal + "tenant-key"]
     reopened = open_memory(
         user_id="alice", store=memory.store, master_key=NEW_MASTER, key_cache=KeyCache(), encrypt_names=True
     )
@@ -725,8 +764,11 @@ def test_erase_destroys_the_keys_then_every_object(make_memory: MakeMemory, flav
 
     # A store that keeps versions also held the tenant key document as it was before the
     # rotation, and each file as it was before its re-wrap.
+    # And, where versions are kept, the history key and a history record of each creation.
     kept = 2 if memory.store.keeps_versions() else 1
-    assert report.shredded and report.key_versions_destroyed == kept and report.versions_deleted == len(FILES) * kept
+    history = 1 if memory.store.keeps_versions() else 0
+    assert report.shredded and report.key_versions_destroyed == kept + history
+    assert report.versions_deleted == len(FILES) * kept + len(FILES) * history
     assert list(memory.store.list(memory.layout.tenant_prefix)) == []
     assert not memory.keyring.is_warm()
     for path in FILES:
@@ -759,7 +801,8 @@ def test_after_step_one_nothing_is_readable_even_if_step_two_fails(make_memory: 
     )
     assert "Run the erasure again" in str(info.value)
     remaining = {k: memory.store.get(k) for k in (i.key for i in memory.store.list(memory.layout.tenant_prefix))}
-    assert len(remaining) == len(FILES) and not any(is_key_document(memory, k) for k in remaining)
+    files = [k for k in remaining if not memory.layout.is_history_record(k)]
+    assert len(files) == len(FILES) and not any(is_key_document(memory, k) for k in remaining)
     if isinstance(memory.store, S3Store):
         assert [k for k, _ in versions(memory, memory.layout.internal_prefix)] == []
     # This process forgot the keys; a cold process finds none.
@@ -779,7 +822,8 @@ def test_after_step_one_nothing_is_readable_even_if_step_two_fails(make_memory: 
 
     again = erase_tenant(memory)
     kept = 2 if memory.store.keeps_versions() else 1  # each file before and after its re-wrap
-    assert again.key_versions_destroyed == 0 and again.versions_deleted == len(FILES) * kept
+    records = len(FILES) if memory.store.keeps_versions() else 0  # and each creation's history record
+    assert again.key_versions_destroyed == 0 and again.versions_deleted == len(FILES) * kept + records
     assert list(memory.store.list(memory.layout.tenant_prefix)) == []
     assert texts(neighbour) == FILES
 
@@ -834,7 +878,7 @@ def test_erase_leaves_no_version_in_a_versioned_bucket(make_memory: MakeMemory, 
     # prefixes (memories/, and .s3memory/ with the rename's intent record versions).
     assert dict(calls) == {"ListObjectVersions": 3, "DeleteObjects": 3}
     assert versions(memory, "alice/") == []
-    assert report.key_versions_destroyed == (3 if conditional_puts else 1)
+    assert report.key_versions_destroyed == (3 if conditional_puts else 1) + 1  # + the history key
     assert report.key_versions_destroyed + report.versions_deleted == len(before)
     assert report.requests == {"LIST-VERSIONS": 3, "DELETE-MANY": 3}
     assert versions(neighbour, "alice2/") == neighbour_versions and texts(neighbour) == FILES
@@ -895,7 +939,7 @@ def test_erase_destroys_the_names_key_too(make_memory: MakeMemory) -> None:
     memory = seeded(make_memory, "inmemory", encrypt_names=True)
     assert memory.store.get("alice/.s3memory/names-key") is not None
     report = erase_tenant(memory)
-    assert report.key_versions_destroyed == 2
+    assert report.key_versions_destroyed == 3  # the tenant key, the names key, the history key
     cache = memory.keyring.key_cache
     assert cache is not None
     assert not any("alice/.s3memory/" in str(k) for k in cache._entries)

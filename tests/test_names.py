@@ -185,7 +185,13 @@ def test_plain_layout_is_unchanged(make_memory: Callable[..., EncryptedMemory]) 
     memory = make_memory("inmemory")
     assert memory.layout.names is None
     memory.create("/memories/a/b.md", "x")
-    assert all_keys(memory) == ["alice/.s3memory/tenant-key", "alice/memories/a/b.md"]
+    internal = [key for key in all_keys(memory) if memory.layout.is_history_record(key)]
+    assert len(internal) == 1  # the creation's history record (the store keeps versions)
+    assert [key for key in all_keys(memory) if key not in internal] == [
+        "alice/.s3memory/history-key",
+        "alice/.s3memory/tenant-key",
+        "alice/memories/a/b.md",
+    ]
 
 
 # -- binding: tenant and parent ------------------------------------------------------------
@@ -455,8 +461,15 @@ def test_request_cost_cold_and_warm(s3_client: Any) -> None:
     memory.create("/memories/d/a.md", "1\n")
     # The first command naming a path in a new tenant: the names key (GET, LIST, PUT), the
     # tenant key (a GET alongside, then a GET, a LIST that finds no files and a PUT in the
-    # write), then the command's own.
-    assert meter.take() == {"GetObject": 3, "ListObjectsV2": 3, "PutObject": 3, "HeadObject": 1}
+    # write), then the command's own (a HEAD of the path, the LIST under it, the PUT), and
+    # whether the bucket keeps versions (once per key cache: it does not, so no record).
+    assert meter.take() == {
+        "GetObject": 3,
+        "ListObjectsV2": 3,
+        "PutObject": 3,
+        "HeadObject": 2,
+        "GetBucketVersioning": 1,
+    }
     memory.view("/memories/d/a.md")
     assert meter.take() == {"GetObject": 1}  # warm: no request for names
     memory.str_replace("/memories/d/a.md", "1", "2")

@@ -1032,7 +1032,7 @@ def test_the_role_policy_statements(role_policy: dict[str, Any]) -> None:
     }
     tenant_and_purpose = {
         "kms:EncryptionContext:s3memory:tenant": PRINCIPAL_TAG_TENANT,
-        "kms:EncryptionContext:s3memory:purpose": ["tenant-key", "names-key"],
+        "kms:EncryptionContext:s3memory:purpose": ["tenant-key", "names-key", "history-key"],
     }
     # Wrapping a key needs this deployment in the context; unwrapping needs it when present.
     assert kms["Resource"] == KEY_ARN and kms["Action"] == ["kms:Encrypt"]

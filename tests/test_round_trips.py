@@ -33,6 +33,9 @@ class Meter:
 
 @pytest.fixture
 def tenant_mode(s3_client: Any, kms_client: Any, kms_key_id: str) -> tuple[Any, Meter]:
+    """A memory in a bucket that keeps versions, as the Lambda template makes it: every
+    change also leaves its history record, beside it in the same round trip."""
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     memory = open_memory(
         user_id="alice",
         bucket=BUCKET,
@@ -50,10 +53,21 @@ def test_first_command_creates_the_tenant_key_once(tenant_mode: tuple[Any, Meter
     # The command's LIST, and before the key is created a LIST that finds no files (a key
     # document missing beside files is refused, never silently replaced); once per process,
     # alongside, a HEAD that finds no names key (a memory written with encrypted names is
-    # refused when opened without them).
-    assert meter.take() == {"ListObjectsV2": 2, "GetObject": 1, "PutObject": 2, "Encrypt": 1, "HeadObject": 1}
+    # refused when opened without them); whether the bucket keeps versions (once per key
+    # cache); the history key, looked for and created like the tenant key (a GET, a LIST that
+    # finds no record sealed under an earlier one, a KMS Encrypt, a PUT); a HEAD of the path
+    # (a file there is refused before anything is written); the file's PUT and beside it its
+    # history record's.
+    assert meter.take() == {
+        "ListObjectsV2": 3,
+        "GetObject": 2,
+        "PutObject": 4,
+        "Encrypt": 2,
+        "HeadObject": 2,
+        "GetBucketVersioning": 1,
+    }
     memory.create("/memories/b.md", "x")
-    assert meter.take() == {"ListObjectsV2": 1, "PutObject": 1}
+    assert meter.take() == {"ListObjectsV2": 1, "HeadObject": 1, "PutObject": 2}
 
 
 def test_a_cold_process_unwraps_the_tenant_key_with_one_kms_call(
@@ -89,14 +103,15 @@ def test_warm_tenant_mode_request_budget(tenant_mode: tuple[Any, Meter]) -> None
     assert meter.take() == {"GetObject": 1, "ListObjectsV2": 1}
     memory.view("/memories/d/")  # written as a directory: listed first, one request
     assert meter.take() == {"ListObjectsV2": 1}
-    memory.create("/memories/d/e/f.md", "x")  # a directory check and two ancestor checks, concurrently
-    assert meter.take() == {"ListObjectsV2": 1, "HeadObject": 2, "PutObject": 1}
+    # a directory check, a HEAD of the path and two ancestor checks, concurrently; then the
+    # file and its history record, concurrently
+    memory.create("/memories/d/e/f.md", "x")
+    assert meter.take() == {"ListObjectsV2": 1, "HeadObject": 3, "PutObject": 2}
     memory.str_replace("/memories/d/x.md", "1", "one")
-    assert meter.take() == {"GetObject": 1, "PutObject": 1}
+    assert meter.take() == {"GetObject": 1, "PutObject": 2}
     memory.insert("/memories/d/x.md", 0, "zero")
-    assert meter.take() == {"GetObject": 1, "PutObject": 1}
+    assert meter.take() == {"GetObject": 1, "PutObject": 2}
     # checks and a look for an unfinished attempt (GET); the intent record (PUT); the copy;
-    # one DeleteObjects for the source and the record together
     # one DeleteObjects for the source and the record together, and beside it the history
     # record under the old and the new path (two PUTs)
     memory.rename("/memories/d/x.md", "/memories/y.md")
@@ -136,10 +151,17 @@ def test_kms_per_object_mode_data_key_requests(s3_client: Any, kms_client: Any, 
     memory = open_memory(kms_key_id=kms_key_id, key_mode="kms", key_cache=KeyCache(), **options)
     meter = Meter(s3_client, kms_client)
     memory.create("/memories/a.md", "x")
-    # alongside, once per key cache lifetime: a HEAD that finds no names key
-    assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1, "HeadObject": 1}
+    # alongside, once per key cache lifetime: a HEAD that finds no names key, and whether the
+    # bucket keeps versions (it does not: no history record, no history key); a HEAD of the path
+    assert meter.take() == {
+        "ListObjectsV2": 1,
+        "GenerateDataKey": 1,
+        "PutObject": 1,
+        "HeadObject": 2,
+        "GetBucketVersioning": 1,
+    }
     memory.create("/memories/b.md", "x")
-    assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1}
+    assert meter.take() == {"ListObjectsV2": 1, "GenerateDataKey": 1, "PutObject": 1, "HeadObject": 1}
     # Every version gets a data key of its own (none can be spliced onto another's metadata):
     # the edit's GenerateDataKey goes alongside its GET, and the read needs no Decrypt (the
     # key was cached at creation).
@@ -166,8 +188,8 @@ def test_local_master_key_mode_never_calls_kms(s3_client: Any, kms_client: Any) 
 
 
 def test_history_requests(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
-    """``history``: round trip 1 lists the versions of the key and the records about the path
-    and each of its directories; round trip 2 reads each version's head and each record."""
+    """``history``: one round trip lists the versions of the key and the records about the path
+    and each of its directories, whose names hold each version's provenance."""
     s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     memory = open_memory(
         user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY, key_cache=KeyCache()
@@ -179,17 +201,12 @@ def test_history_requests(s3_client: Any, kms_client: Any, kms_key_id: str) -> N
     meter = Meter(s3_client, kms_client)
     entries = memory.history("/memories/d/a.md")
     assert [e.operation for e in entries] == ["deleted", "modified", "modified", "modified", "created"]
-    # GetBucketVersioning once per store; versions of the key, and of the records of the path,
-    # of /memories/d and of /memories; a HEAD per version; a GET of the one record (the delete's)
-    assert meter.take() == {
-        "GetBucketVersioning": 1,
-        "ListObjectVersions": 1 + 3,
-        "HeadObject": 4,
-        "GetObject": 1,
-    }
+    # One round trip: the versions of the key, and the records of the path, of /memories/d
+    # and of /memories (the records are sealed in their names: no HEAD, no GET). Whether the
+    # bucket keeps versions was asked once, by the first write.
+    assert meter.take() == {"ListObjectVersions": 1 + 3}
     memory.history("/memories/d/a.md")
-    again = meter.take()
-    assert again["HeadObject"] == 4 and "GetBucketVersioning" not in again  # its answer is cached
+    assert meter.take() == {"ListObjectVersions": 1 + 3}
     # restore: the version, the current file, the shape checks create makes (a directory
     # there? a file above?) and a data key (local here); then the PUT. The file was deleted,
     # so its last version before that is looked up too (for its file id).
@@ -200,7 +217,7 @@ def test_history_requests(s3_client: Any, kms_client: Any, kms_key_id: str) -> N
         "HeadObject": 1 + 1 + 1,
         "ListObjectsV2": 1,
         "ListObjectVersions": 1,
-        "PutObject": 1,
+        "PutObject": 2,  # the file and, beside it, its history record
     }
     memory.restore("/memories/d/a.md", entries[1].version)  # over a current version: two round trips
-    assert meter.take() == {"GetObject": 1, "HeadObject": 2, "ListObjectsV2": 1, "PutObject": 1}
+    assert meter.take() == {"GetObject": 1, "HeadObject": 2, "ListObjectsV2": 1, "PutObject": 2}

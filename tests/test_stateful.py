@@ -496,8 +496,8 @@ class FaultMachine(RuleBasedStateMachine):
                 if info.key.startswith(layout.internal_prefix + "intents/rename-"):
                     intents.add(info.key)
                     continue
-                if info.key == layout.internal_prefix + "tenant-key":
-                    continue
+                if layout.key_document_purpose(info.key) is not None:
+                    continue  # the tenant key, the history key
                 if info.key.startswith(layout.history_prefix):
                     continue  # history records (a delete's, a rename's): history is tested in test_history
                 path = layout.path_for_key(info.key)

@@ -14,7 +14,8 @@ Covered, one JSON section each (the section's ``what`` strings say more):
 - ``key_document_contexts``: the context a master key wraps a key document's key under.
 - ``tenant_key_documents`` / ``names_key_documents``: the documents as written (body text,
   object key, metadata, conditions, KMS requests) for local and KMS master keys, version 1
-  documents as s3memory 0.1 wrote them, rotated documents (retired keys); each opens to its key.
+  documents as s3memory 0.1 wrote them, rotated documents (retired keys), a version 3 document
+  (kept keys, for old versions: issue 14); each opens to its keys.
 - ``envelopes``: V3 body and metadata for ``x-amz-w`` ``02`` (data key wrapped under the tenant
   key) and ``12`` (KMS, ``x-amz-t``), binding v1 and v2; each opens to its plaintext.
 - ``layouts``: object keys of files, directory prefixes, internal prefix, key document keys,
@@ -63,6 +64,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -368,6 +370,11 @@ def compute_tenant_key_document(vectors: Vectors, given: Case) -> dict[str, Any]
         )
         put = {"verb": "put", "key": keyring.object_key, **body_field(keys.document())}
         return {"writes": [{**put, "metadata": {"s3memory": "tenant-key"}}]}
+    if given["how"] == "kept":  # version 3: a rotation completed where old versions use the old key
+        with fixed_randomness(given["draws"]):
+            rotated = keyring.rotated(keyring.keys(create=False), now=given["retired_at"])
+        kept = [dataclasses.replace(r, kept_since=given["now"]) for r in rotated.retired]
+        return {"document_text": rotated.evolve(retired=(), kept=kept).document().decode("utf-8")}
     assert given["how"] == "rotated"  # the document a rotation starts with: a new key, the old one retired
     with fixed_randomness(given["draws"]):
         rotated = keyring.rotated(keyring.keys(create=False), now=given["now"])
@@ -598,6 +605,8 @@ def test_frozen_tenant_key_documents_open_to_their_keys(section: str, case: Case
     keys = tenant_keyring(world.memory()).keys(create=False)
     opened = {"version": keys.version, "kid": keys.kid, "key_hex": keys.key.hex()}
     retired = {r.kid: (keys.key_for(r.kid) or b"").hex() for r in keys.retired}
+    if "kept" in given["opens_to"]:  # version 3: kept keys (old versions' keys) as well
+        opened["kept"] = {r.kid: (keys.key_for(r.kid) or b"").hex() for r in keys.kept}
     assert {**opened, "retired": retired} == given["opens_to"]
 
 
@@ -655,3 +664,24 @@ def test_a_draw_the_vector_does_not_list_fails() -> None:
         os.urandom(12)
     with pytest.raises(AssertionError, match="never made"), fixed_randomness([{"what": "x", "hex": "00" * 12}]):
         pass
+
+
+def test_history_reads_the_records_of_version_1() -> None:
+    """What s3memory wrote before records were sealed in their names (version-1 records, stored
+    as bodies; provenance only in each version's metadata) still reads as the same history:
+    each version's provenance by a HEAD, each record by a GET."""
+    frozen = json.loads((VECTORS_PATH.parent / "history_records_v1.json").read_text(encoding="utf-8"))["case"]
+    given, expected = frozen["input"], frozen["expected"]
+    world = World(VECTORS, given["options"], given.get("seed", ()))
+    for step in expected["steps"]:
+        world.store.replay(step["writes"])
+    memory = world.memory(master_key_hex=reading_master(VECTORS, given["steps"]), track_access=False)
+    entries = memory.history("/memories/archive/notes.md")
+    assert [(e.path, e.operation, e.actor, e.verified) for e in entries] == [
+        ("/memories/archive/notes.md", "deleted", "api", True),
+        ("/memories/archive/notes.md", "renamed", "api", True),
+        ("/memories/notes.md", "modified", "api", True),
+        ("/memories/notes.md", "created", "api", True),
+    ]
+    assert entries[1].note == "renamed from /memories/notes.md"
+    assert memory.read_version("/memories/notes.md", entries[3].version) == given["steps"][0]["text"]

@@ -1,0 +1,159 @@
+"""History records sealed in their names (``_records``, ``_historykey``): what a bucket writer,
+a rotation, skewed clocks and a case-insensitive disk cannot make them say.
+
+Each test reproduces a way history went wrong in review of the listable records, and fails
+on that code.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from unittest import mock
+
+from s3memory import InMemoryStore, KeyCache, MemoryVersion, open_memory, rotate_tenant_key
+from s3memory._memory import EncryptedMemory
+from s3memory.stores import LocalDirStore, ObjectStore
+from s3memory.testing import TEST_MASTER_KEY
+
+HISTORY_KEY = "alice/.s3memory/history-key"
+
+
+def opened(store: ObjectStore, actor: str = "session:alice") -> EncryptedMemory:
+    """A process of its own (a cold key cache) on ``store``."""
+    return open_memory(user_id="alice", store=store, master_key=TEST_MASTER_KEY, actor=actor, key_cache=KeyCache())
+
+
+def told(entries: list[MemoryVersion]) -> list[tuple[str, str, str | None, bool, str]]:
+    return [(e.path, e.operation, e.actor, e.verified, e.note) for e in entries]
+
+
+def test_a_deleted_or_spoiled_history_key_document_loses_no_deletion_or_rename() -> None:
+    store = InMemoryStore()
+    memory = opened(store)
+    memory.create("/memories/a.md", "v1\n")
+    memory.rename("/memories/a.md", "/memories/b.md")
+    memory.delete("/memories/b.md")
+    before = told(opened(store, "reader").history("/memories/b.md"))
+    assert [entry[1:4] for entry in before] == [
+        ("deleted", "session:alice", True),
+        ("renamed", "session:alice", True),
+        ("created", "session:alice", True),
+    ]
+    # Whoever may write the bucket (not delete versions) deletes the document; a later
+    # write, and a reader, find the key again among its earlier versions: no new key.
+    store.delete([HISTORY_KEY])
+    opened(store, "session:bob").create("/memories/other.md", "x\n")
+    assert told(opened(store, "reader").history("/memories/b.md")) == before
+    # ... and the same for a document overwritten with garbage.
+    store.put(HISTORY_KEY, b'{"v": 2, "kid": "x", "wrapper": "local", "wrapped": "AAAA"}', {})
+    opened(store, "session:bob").str_replace("/memories/other.md", "x", "y")
+    assert told(opened(store, "reader").history("/memories/b.md")) == before
+    assert [e.actor for e in opened(store, "reader").history("/memories/other.md")] == ["session:bob"] * 2
+
+
+def test_no_new_history_key_where_records_sealed_under_a_lost_one_exist() -> None:
+    store = InMemoryStore()
+    memory = opened(store)
+    memory.create("/memories/a.md", "v1\n")
+    memory.delete("/memories/a.md")
+    # Destroyed for good (an administrator's right): every version of the document.
+    for version in store.list_versions(HISTORY_KEY):
+        store.delete_version(version.key, version.version_id)
+    later = opened(store, "session:bob")
+    later.create("/memories/c.md", "c\n")  # the write goes ahead; its record goes as a body
+    assert store.get(HISTORY_KEY) is None
+    assert [(e.operation, e.actor, e.verified) for e in opened(store).history("/memories/c.md")] == [
+        ("created", "session:bob", True)
+    ]
+
+
+def test_records_fit_a_local_directory_on_a_case_insensitive_disk(tmp_path: Path) -> None:
+    """There every capital letter of a name is escaped (%xx): records are named in base32."""
+    root = tmp_path / "store"
+    root.mkdir(mode=0o700)
+    (root / ".keys").write_text("escaped\n")  # what a new store writes on such a file system
+    store = LocalDirStore(root)
+    memory = opened(store)
+    memory.create("/memories/a.md", "one\n")
+    memory.str_replace("/memories/a.md", "one", "two")
+    memory.delete("/memories/a.md")
+    records = [info.key for info in store.list("alice/.s3memory/history/")]
+    assert len(records) == 3 and all(opened(store).layout.is_sealed_name_record(key) for key in records)
+    assert [(e.operation, e.actor) for e in opened(store, "reader").history("/memories/a.md")] == [
+        ("deleted", "session:alice"),
+        ("modified", "session:alice"),
+        ("created", "session:alice"),
+    ]
+    memory.create("/memories/a.md", "three\n")
+    oldest = opened(store).history("/memories/a.md")[-1]
+    assert opened(store, "admin").redact("/memories/a.md", oldest.version).startswith("Redacted version")
+
+
+def test_a_body_renamed_away_and_back_is_told_right_whatever_the_clocks() -> None:
+    store = InMemoryStore()
+    real = time.time
+    with mock.patch("time.time", lambda: real() + 3600):  # writer A's clock runs an hour fast
+        opened(store, "writer:A").create("/memories/a.md", "hello\n")
+    writer_b = opened(store, "writer:B")
+    writer_b.rename("/memories/a.md", "/memories/b.md")
+    writer_b.rename("/memories/b.md", "/memories/a.md")
+    entries = opened(store, "reader").history("/memories/a.md")
+    by_version = {e.version: (e.operation, e.actor, e.verified) for e in entries if e.path == "/memories/a.md"}
+    versions = [v for v in store.list_versions("alice/memories/a.md") if not v.is_delete_marker]
+    newest, first = versions[0].version_id, versions[-1].version_id
+    assert by_version[first] == ("created", "writer:A", True)
+    assert by_version[newest] == ("renamed", "writer:B", True)
+
+
+def test_a_rotation_then_renames_away_and_back_raise_no_false_alarm() -> None:
+    store = InMemoryStore()
+    opened(store).create("/memories/a.md", "hello\n")
+    rotate_tenant_key(opened(store, "admin"), retire_after=0)  # a re-wrap in place: the same ETag
+    memory = opened(store)
+    memory.rename("/memories/a.md", "/memories/b.md")
+    memory.rename("/memories/b.md", "/memories/a.md")
+    entries = opened(store, "reader").history("/memories/a.md")
+    assert [(e.path, e.operation, e.verified) for e in entries] == [
+        ("/memories/a.md", "renamed", True),
+        ("/memories/b.md", "renamed", True),
+        ("/memories/a.md", "created", True),
+    ]
+
+
+def test_a_forged_copy_of_a_renamed_file_is_not_verified_in_the_feed_either() -> None:
+    store = InMemoryStore()
+    memory = opened(store)
+    memory.create("/memories/a.md", "hello\n")
+    memory.create("/memories/c.md", "other\n")
+    memory.rename("/memories/a.md", "/memories/b.md")
+    # The renamed body back, with another file's metadata (a forged provenance).
+    first = [v for v in store.list_versions("alice/memories/b.md") if not v.is_delete_marker][-1]
+    body = store.get_version("alice/memories/b.md", first.version_id)
+    other = store.head("alice/memories/c.md")
+    assert body is not None and other is not None
+    store.put("alice/memories/b.md", bytes(body.body), dict(other.metadata))
+    reader = opened(store, "reader")
+    newest_in_history = reader.history("/memories/b.md")[0]
+    newest_in_feed = next(e for e in reader.changes() if e.path == "/memories/b.md")
+    assert newest_in_history.verified is False and newest_in_history.actor is None
+    assert (newest_in_feed.version, newest_in_feed.verified, newest_in_feed.actor) == (
+        newest_in_history.version,
+        False,
+        None,
+    )
+
+
+def test_a_redacted_version_put_back_by_the_bucket_is_not_verified() -> None:
+    store = InMemoryStore()
+    memory = opened(store)
+    memory.create("/memories/a.md", "my password is hunter2\n")
+    saved = store.get("alice/memories/a.md")  # a bucket writer keeps the ciphertext
+    assert saved is not None
+    memory.str_replace("/memories/a.md", "my password is hunter2", "(removed)")
+    leaked = opened(store).history("/memories/a.md")[-1]
+    opened(store, "admin").redact("/memories/a.md", leaked.version)
+    store.put("alice/memories/a.md", bytes(saved.body), dict(saved.metadata))  # the replay
+    newest = opened(store, "reader").history("/memories/a.md")[0]
+    assert newest.current and not newest.verified
+    assert newest.note == "out of sequence: a copy of a redacted version (replayed)"
