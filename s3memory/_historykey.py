@@ -202,11 +202,5 @@ class HistoryKey:
 _MISSING = object()
 
 
-def forget_versioning(cache: KeyCache) -> None:
-    """Forget every store's versioning status ``cache`` remembers (a test that makes a new
-    bucket under an old name, or turns versioning on, asks again)."""
-    cache.discard_matching(lambda key: isinstance(key, tuple) and key[:1] == ("bucket-versioning",))
-
-
 class _NoHistoryKey(Exception):
     """The tenant has no history key yet (nothing is cached for it)."""

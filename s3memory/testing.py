@@ -182,10 +182,11 @@ def s3memory_bucket() -> Iterator[MockBucket]:
     with pytest.MonkeyPatch.context() as patch:
         use_fake_aws_credentials(patch)
         make_moto_requests_atomic(patch)
-        from ._historykey import forget_versioning
         from ._keydocs import process_key_cache
 
-        forget_versioning(process_key_cache())  # a new bucket under the last test's bucket name
+        # A new bucket under the last test's bucket name: nothing cached for that one (its
+        # keys, whose documents this bucket lacks; its versioning) may be used for this one.
+        process_key_cache().clear()
         with mock_aws():
             s3_client = boto3.client("s3", region_name=TEST_REGION)
             s3_client.create_bucket(Bucket=TEST_BUCKET)

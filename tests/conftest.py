@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, LocalDirStore, open_memory
-from s3memory._historykey import forget_versioning
 from s3memory._keydocs import process_key_cache
 from s3memory.testing import (
     TEST_BUCKET,
@@ -44,9 +43,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     use_fake_aws_credentials(monkeypatch)
     make_moto_requests_atomic(monkeypatch)
-    # A new mocked bucket under an old name: the process key cache must not remember the last
-    # one's versioning (it decides whether writes leave history records).
-    forget_versioning(process_key_cache())
+    # A new mocked AWS: the process key cache must not remember the last test's bucket of the
+    # same name (its keys, whose documents this bucket lacks; its versioning).
+    process_key_cache().clear()
     with mock_aws():
         yield
 

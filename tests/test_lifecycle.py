@@ -878,7 +878,9 @@ def test_erase_leaves_no_version_in_a_versioned_bucket(make_memory: MakeMemory, 
     # prefixes (memories/, and .s3memory/ with the rename's intent record versions).
     assert dict(calls) == {"ListObjectVersions": 3, "DeleteObjects": 3}
     assert versions(memory, "alice/") == []
-    assert report.key_versions_destroyed == (3 if conditional_puts else 1) + 1  # + the history key
+    # ... and the history key, made by the first write that found versioning on (on radosgw,
+    # this memory's key cache remembers the bucket from before versioning: no history key).
+    assert report.key_versions_destroyed == (3 if conditional_puts else 1) + (1 if conditional_puts else 0)
     assert report.key_versions_destroyed + report.versions_deleted == len(before)
     assert report.requests == {"LIST-VERSIONS": 3, "DELETE-MANY": 3}
     assert versions(neighbour, "alice2/") == neighbour_versions and texts(neighbour) == FILES
