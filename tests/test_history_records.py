@@ -157,3 +157,21 @@ def test_a_redacted_version_put_back_by_the_bucket_is_not_verified() -> None:
     newest = opened(store, "reader").history("/memories/a.md")[0]
     assert newest.current and not newest.verified
     assert newest.note == "out of sequence: a copy of a redacted version (replayed)"
+
+
+def test_record_names_decode_as_base32_does() -> None:
+    """The fast decoder of record names agrees with the standard library's, and refuses
+    whatever is not unpadded lowercase base32 (a planted name is never half-read)."""
+    import base64
+    import os
+
+    import pytest
+
+    from s3memory._records import _b32decode
+
+    for size in range(1, 300):
+        raw = os.urandom(size)
+        assert _b32decode(base64.b32encode(raw).rstrip(b"=").decode().lower()) == raw
+    for planted in ["", "A" * 8, "ab_cdefg", "abcd0fgh", " abcdefg", "abcdefg9", "a" * 9, "ab", "abcdefgz"[:7] + "="]:
+        with pytest.raises(ValueError):
+            _b32decode(planted)
