@@ -1,14 +1,16 @@
 """History: every version of a memory file and who made it; the store-wide feed of changes.
 
 Built on the store's versions (a versioned S3 bucket; the in-memory and local stores keep
-versions too) and on sealed provenance (``_provenance``): each version's own metadata says
-who wrote it, how and when; deletions, renames and redactions leave a sealed record.
+versions too) and on sealed provenance: each version's own metadata says who wrote it, how
+and when (``_provenance``), and every change leaves a record sealed in its key name
+(``_records``), which tells deletions, renames and redactions too.
 
-:func:`history` of a path, in two rounds of requests (each at most ``max_workers`` at
-once): (1) the versions of its key, beside the listings of the records about it and its
-directories; (2) a HEAD of each version, beside a
-GET of each record. A file that came from a rename takes two more per rename, to follow it
-back to where it was. :func:`changes` is the same over every key under a prefix. Each
+:func:`history` of a path is one round of requests: the versions of its key, beside the
+listings of the records about it and its directories. A second round (each at most
+``max_workers`` requests at once) only for what the names do not tell: a HEAD of each
+version no record pairs with, a GET of each record stored as a body. A file that came from a
+rename takes one more round per rename, to follow it back to where it was. :func:`changes`
+is the same over every key under a prefix, with every record listed in 16 parts. Each
 entry says whether its provenance is ``verified``: present, authentic, and in sequence
 (a version that claims to follow another than the one before it is a replay or a splice).
 """
@@ -16,7 +18,7 @@ entry says whether its provenance is ``verified``: present, authentic, and in se
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import _records
@@ -72,14 +74,33 @@ def _own_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
     history_key = rt.submit(_records.history_key_for_reading, files)
     rt.wait()
     versions = listed.result()
-    found = _records.opened_names(files, history_key.result(), [ref for p in record_lists for ref in p.result()])
-    opened, unclaimed = VersionClaims(_records.unique(found.records)).assign(path.display, versions)
-    records = found.records + _read_more(files, found.bodies, [(path.display, v) for v in unclaimed], opened)
-    builder = EntryBuilder(_records.unique(records))
+    refs = [ref for pending in record_lists for ref in pending.result()]
+    builder, opened = _told(files, history_key.result(), refs, {key: (path, versions)})
     entries = builder.entries(path.display, key, versions, opened)
     listed_ids = {v.version_id for v in versions}
     # A redaction whose delete failed left its version: that version is the entry, not the record.
     return entries + [e for e in builder.redactions(path.display) if e.version not in listed_ids]
+
+
+def _told(
+    files: SealedFiles,
+    history_key: bytes | None,
+    refs: Sequence[tuple[str, str]],
+    keys: Mapping[str, tuple[MemoryPath, Sequence[ObjectVersion]]],
+) -> tuple[EntryBuilder, dict[tuple[str, str], Opened]]:
+    """What the listed records (``refs``) and, where they do not, the versions themselves
+    say of the versions of ``keys`` (key: its path and its versions, newest first): the
+    entry builder, and each version's provenance (round two only if anything needs it)."""
+    found = _records.opened_names(files, history_key, refs)
+    claims = VersionClaims(_records.unique(found.records))
+    opened: dict[tuple[str, str], Opened] = {}
+    unclaimed: list[tuple[str, ObjectVersion]] = []
+    for path, versions in keys.values():
+        told, untold = claims.assign(path.display, versions)
+        opened.update(told)
+        unclaimed += [(path.display, version) for version in untold]
+    records = found.records + _read_more(files, found.bodies, unclaimed, opened)
+    return EntryBuilder(_records.unique(records)), opened
 
 
 def _read_more(
@@ -88,8 +109,8 @@ def _read_more(
     unclaimed: Sequence[tuple[str, ObjectVersion]],
     opened: dict[tuple[str, str], Opened],
 ) -> list[dict[str, Any]]:
-    """Round two, if anything needs it: the records stored as bodies, and a HEAD of each
-    version no record told (its provenance added to ``opened``)."""
+    """Round two: the records stored as bodies, and a HEAD of each version no record told
+    (its provenance added to ``opened``); nothing if neither."""
     if not bodies and not unclaimed:
         return []
     # Every request its own task of one round trip (tasks that open round trips of their own
@@ -181,23 +202,12 @@ def changes(
     by_key: dict[str, list[ObjectVersion]] = {}
     for version in listed.result():
         by_key.setdefault(version.key, []).append(version)
-    paths = {key: files.layout.path_for_key(key) for key in by_key}
-    record_keys = [ref for part in record_parts for ref in part.result()]
-    found = _records.opened_names(files, history_key.result(), record_keys)
-    claims = VersionClaims(_records.unique(found.records))
-    opened: dict[tuple[str, str], Opened] = {}
-    unclaimed: list[tuple[str, ObjectVersion]] = []
-    for key, path in paths.items():
-        if path is not None:
-            told, untold = claims.assign(path.display, by_key[key])
-            opened.update(told)
-            unclaimed += [(path.display, v) for v in untold]
-    records = found.records + _read_more(files, found.bodies, unclaimed, opened)
-    builder = EntryBuilder(_records.unique(records))
+    shown = {key: (path, by_key[key]) for key in by_key if (path := files.layout.path_for_key(key)) is not None}
+    refs = [ref for part in record_parts for ref in part.result()]
+    builder, opened = _told(files, history_key.result(), refs, shown)
     entries: list[MemoryVersion] = []
-    for key, path in paths.items():
-        if path is not None:
-            entries += builder.entries(path.display, key, by_key[key], opened)
+    for key, (path, versions) in shown.items():
+        entries += builder.entries(path.display, key, versions, opened)
     redacted = {str(record.get("path")) for record in builder.records if record.get("op") == "redacted"}
     for path_shown in sorted(redacted):
         if directory.is_root or path_shown == directory.display or path_shown.startswith(directory.display + "/"):

@@ -367,8 +367,8 @@ class EncryptedMemory:
         data = self.files.encode(text, path)
         self.files.names_ready(create=True)  # the one command that may create the names key
         key = self.layout.key_for(parsed)
-        # Round trip 1, concurrently: is it a directory? is an ancestor a file? a data key;
-        # and the user's usage if a quota is set.
+        # Round trip 1, concurrently: is it a directory? a file? is an ancestor a file? a data
+        # key, the history key (cached once made), and the user's usage if a quota is set.
         rt = self.files.round_trip()
         is_dir = rt.submit(self.files.has_objects_under, parsed)
         # A file already there is found now, so that the record beside the write (round
@@ -600,9 +600,10 @@ class EncryptedMemory:
     # -- history (beyond the six commands, which never see it) ---------------------------
     def history(self, path: str) -> list[MemoryVersion]:
         """Every version of the file at ``path``, newest first: also of a deleted file, and
-        from before it was renamed here. Two rounds of requests, two more per rename
-        followed; a round sends at most ``Limits.max_workers`` requests at once, and there
-        is a HEAD per version.
+        from before it was renamed here. One round of requests (listings, whose record names
+        hold the provenance), one more per rename followed, and a second round (at most
+        ``Limits.max_workers`` requests at once) only for versions no record tells, a HEAD
+        each (see ``_history``).
 
         Raises:
             InvalidPathError: ``path`` is not a valid file path under ``/memories``.
@@ -668,7 +669,8 @@ class EncryptedMemory:
     ) -> list[MemoryVersion]:
         """Every change under ``path_prefix`` (a directory), newest first, optionally only of
         one ``operation`` (created, modified, renamed, restored, deleted, redacted), by one
-        ``actor``, or between ``since`` and ``until`` (aware datetimes). Two rounds of requests, as :meth:`history`.
+        ``actor``, or between ``since`` and ``until`` (aware datetimes). Round trips as
+        :meth:`history`, with every record listed in 16 parts at once.
 
         Raises:
             InvalidPathError: ``path_prefix`` is not a valid path under ``/memories``.
