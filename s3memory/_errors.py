@@ -11,6 +11,7 @@ inherits the Python built-in that a caller would naturally catch::
     │   ├── InvalidPathError                  traversal, bad characters, look-alikes, too long
     │   ├── EditError                         old_str not found / not unique, bad line
     │   ├── SensitiveDataError                a secret in text to write (defined in _guard)
+    │   ├── ReadOnlyMountError                a write to a store mounted read-only
     │   └── WriteHeldError                    a write held for review (defined in _quarantine)
     ├── LimitExceededError (ValueError)       file too large
     ├── PathNotFoundError (FileNotFoundError)
@@ -45,6 +46,11 @@ class InvalidCommandError(S3MemoryError, ValueError):
 
 class InvalidPathError(InvalidCommandError):
     """A path that is not a safe, canonical path under ``/memories``."""
+
+
+class ReadOnlyMountError(InvalidCommandError):
+    """A create, edit, delete or rename touching a memory store mounted ``read_only``;
+    nothing was requested of the store."""
 
 
 class EditError(InvalidCommandError):
@@ -92,7 +98,23 @@ class StorageError(S3MemoryError, OSError):
 
 
 class PreconditionFailedError(StorageError):
-    """A conditional request (If-Match / If-None-Match) did not hold."""
+    """A conditional request (If-Match / If-None-Match) did not hold, or a precondition of
+    the management API (``NotExists``, ``Sha256``) did not. ``path`` names the file when
+    known; ``expected`` is the content SHA-256 the caller required and ``actual`` the one
+    found (``None`` for a missing file), when the precondition was on content."""
+
+    def __init__(
+        self,
+        message: str = "Error: a precondition failed",
+        *,
+        path: str | None = None,
+        expected: str | None = None,
+        actual: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.expected = expected
+        self.actual = actual
 
 
 class StorageAccessDeniedError(StorageError, PermissionError):
