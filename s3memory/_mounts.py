@@ -85,7 +85,7 @@ def check_mounts(mounts: object, own_user_id: str) -> tuple[Mount, ...]:
     """
     if isinstance(mounts, (str, bytes)) or not hasattr(mounts, "__iter__"):
         raise ConfigurationError("mounts must be a list of s3memory.Mount")
-    checked = tuple(mounts)  # type: ignore[call-overload]
+    checked = tuple(mounts)
     for mount in checked:
         if not isinstance(mount, Mount):
             raise ConfigurationError("mounts must be a list of s3memory.Mount")
