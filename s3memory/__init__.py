@@ -27,6 +27,7 @@ from ._errors import (
     PathExistsError,
     PathNotFoundError,
     PreconditionFailedError,
+    ReadOnlyMountError,
     S3MemoryError,
     StorageAccessDeniedError,
     StorageError,
@@ -54,6 +55,7 @@ from ._lifecycle import (
     rotate_tenant_key,
 )
 from ._memory import EncryptedMemory, FileEntry, Limits
+from ._mounts import Mount, MountedMemory
 from ._paths import MemoryPath, parse_path, validate_tenant
 from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
 from ._quarantine import PendingWrite, WriteHeldError
@@ -97,6 +99,8 @@ __all__ = [
     "MemoryOptions",
     "MemoryPath",
     "MemoryVersion",
+    "Mount",
+    "MountedMemory",
     "NameSealing",
     "NotADirectoryConflict",
     "ObjectStore",
@@ -105,6 +109,7 @@ __all__ = [
     "PathNotFoundError",
     "PendingWrite",
     "PreconditionFailedError",
+    "ReadOnlyMountError",
     "RotationReport",
     "S3MemoryError",
     "S3MemoryTool",

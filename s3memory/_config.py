@@ -244,7 +244,7 @@ class Settings:
             else:
                 options["master_key"] = load_master_key(self.master_key_file)
         try:
-            return open_memory(
+            memory: EncryptedMemory = open_memory(
                 user_id=self.user,
                 key_mode=self.key_mode,
                 sensitive_data=self.sensitive_data,
@@ -256,6 +256,7 @@ class Settings:
             )
         except ConfigurationError as error:
             raise ConfigurationError(in_setting_names(str(error))) from error
+        return memory
 
 
 def create_master_key(path: Path) -> bool:

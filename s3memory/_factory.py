@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 from ._access import AccessLog
 from ._errors import ConfigurationError
@@ -13,10 +13,15 @@ from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
 from ._keys import Keyring, KmsKeyring, TenantKeyring
 from ._layout import HISTORY_KEY, NAMES_KEY, TENANT_KEY, TenantLayout
 from ._memory import EncryptedMemory, Limits
+from ._mounts import Mount, MountedMemory, check_mounts
 from ._names import NameCipher
+from ._paths import ROOT, validate_tenant
 from ._provenance import DEFAULT_ACTOR, validate_actor
 from ._quarantine import DEFAULT_INSTRUCTION_POLICY, InstructionPolicy
 from .stores import ObjectStore, S3Store
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 KeyMode = Literal["tenant", "kms"]
 SensitiveDataPolicy = Literal["refuse", "redact", "allow"]
@@ -55,7 +60,7 @@ def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = 
     return new_client("kms", region_name=region, timeout=timeout)
 
 
-def open_memory(
+def _open_store(
     *,
     user_id: str,
     bucket: str | None = None,
@@ -75,51 +80,10 @@ def open_memory(
     access_log: AccessLog | None = None,
     actor: str = DEFAULT_ACTOR,
     instruction_policy: InstructionPolicy = DEFAULT_INSTRUCTION_POLICY,
+    shown_root: str = ROOT,
+    read_only: bool = False,
 ) -> EncryptedMemory:
-    """Build the memory of one user.
-
-    Args:
-        user_id: the tenant; validated (ASCII letters, digits, ``. _ @ + = -``).
-        bucket, s3_client: where to store (a default boto3 client if none is given).
-        store: any :class:`ObjectStore` instead of S3 (``LocalDirStore``, ``InMemoryStore``).
-        prefix: a bucket-wide key prefix ending in ``/`` (``""`` by default).
-        master_key: 32 random bytes that wrap each tenant key (tenant mode).
-        kms_key_id, kms_client: a KMS key that wraps each tenant key (tenant mode) or each
-            object's data key (``key_mode="kms"``).
-        key_mode: ``"tenant"`` (default; zero KMS calls per command once warm) or ``"kms"``
-            (one KMS data key per object; readable by the official S3 Encryption Client).
-        limits: size, path, view and quota limits.
-        key_cache: where unwrapped keys are cached; by default one cache per process.
-        encrypt_names: seal every file and directory name in the object keys (AES-SIV under a
-            per-tenant names key, wrapped by the master key or, with ``key_mode="kms"``, by the
-            KMS key), so the bucket's keys show no names; see ``s3memory._names`` for what is
-            still visible and the shorter path limits. Choose it once per user: a memory
-            written with it cannot be read without it, nor the other way round.
-        sensitive_data: what to do with secrets (private keys, AWS keys, API tokens, JWTs,
-            card numbers) in text the model writes: ``"refuse"`` (default; the command fails,
-            naming the kind of secret), ``"redact"`` (replaced by ``[REDACTED: kind]``),
-            ``"allow"``, or any callable taking and returning the text (e.g. a
-            ``SecretGuard`` with your own detectors).
-        track_access: record reads (one PUT per file per day and process, after a read that
-            found the file) so that ``s3memory.expire_memories`` can find memories nobody reads.
-        access_log: where ``track_access`` notes the reads already recorded today (one marker
-            PUT per file per day); by default one log per process.
-        timeout: seconds to connect and per read (5 by default), three attempts, for the S3
-            and KMS clients s3memory builds when none is given; a client you pass keeps its
-            own configuration.
-        actor: who writes through this memory, recorded (sealed) with every change it makes
-            (e.g. ``"session:abc"``, ``"user:42"``); ``"api"`` by default. The application
-            names it; the model never does. See :meth:`EncryptedMemory.history`.
-        instruction_policy: what to do with text the model writes that reads like
-            instructions to a future session (memory poisoning: override attempts, orders to
-            the assistant, exfiltration, role-play of system messages): ``"flag"`` (default;
-            written, and the finding recorded with its provenance), ``"quarantine"`` (not
-            written: held for review, see :meth:`EncryptedMemory.pending`), or ``"allow"``
-            (not screened).
-
-    Raises:
-        ConfigurationError: for an invalid user id, master key or combination of options.
-    """
+    """:func:`open_memory` for one store (the own one, or one mounted at ``shown_root``)."""
     layout = TenantLayout(user_id, prefix)
     if timeout is not None:
         from ._aws import check_timeout
@@ -208,6 +172,8 @@ def open_memory(
         access_log=access_log,
         actor=validate_actor(actor),
         instruction_policy=instruction_policy,
+        shown_root=shown_root,
+        read_only=read_only,
         history_key=HistoryKey(
             store=store,
             tenant=layout.tenant,
@@ -220,3 +186,85 @@ def open_memory(
             prefix=layout.prefix,
         ),
     )
+
+
+@overload
+def open_memory(*, mounts: None = None, **options: Unpack[MemoryOptions]) -> EncryptedMemory: ...
+@overload
+def open_memory(*, mounts: Sequence[Mount], **options: Unpack[MemoryOptions]) -> MountedMemory: ...
+def open_memory(
+    *, mounts: Sequence[Mount] | None = None, **options: Unpack[MemoryOptions]
+) -> EncryptedMemory | MountedMemory:
+    """Build the memory of one user.
+
+    Args:
+        user_id: the tenant; validated (ASCII letters, digits, ``. _ @ + = -``).
+        bucket, s3_client: where to store (a default boto3 client if none is given).
+        store: any :class:`ObjectStore` instead of S3 (``LocalDirStore``, ``InMemoryStore``).
+        prefix: a bucket-wide key prefix ending in ``/`` (``""`` by default).
+        master_key: 32 random bytes that wrap each tenant key (tenant mode).
+        kms_key_id, kms_client: a KMS key that wraps each tenant key (tenant mode) or each
+            object's data key (``key_mode="kms"``).
+        key_mode: ``"tenant"`` (default; zero KMS calls per command once warm) or ``"kms"``
+            (one KMS data key per object; readable by the official S3 Encryption Client).
+        limits: size, path, view and quota limits.
+        key_cache: where unwrapped keys are cached; by default one cache per process.
+        encrypt_names: seal every file and directory name in the object keys (AES-SIV under a
+            per-tenant names key, wrapped by the master key or, with ``key_mode="kms"``, by the
+            KMS key), so the bucket's keys show no names; see ``s3memory._names`` for what is
+            still visible and the shorter path limits. Choose it once per user: a memory
+            written with it cannot be read without it, nor the other way round.
+        sensitive_data: what to do with secrets (private keys, AWS keys, API tokens, JWTs,
+            card numbers) in text the model writes: ``"refuse"`` (default; the command fails,
+            naming the kind of secret), ``"redact"`` (replaced by ``[REDACTED: kind]``),
+            ``"allow"``, or any callable taking and returning the text (e.g. a
+            ``SecretGuard`` with your own detectors).
+        track_access: record reads (one PUT per file per day and process, after a read that
+            found the file) so that ``s3memory.expire_memories`` can find memories nobody reads.
+        access_log: where ``track_access`` notes the reads already recorded today (one marker
+            PUT per file per day); by default one log per process.
+        timeout: seconds to connect and per read (5 by default), three attempts, for the S3
+            and KMS clients s3memory builds when none is given; a client you pass keeps its
+            own configuration.
+        actor: who writes through this memory, recorded (sealed) with every change it makes
+            (e.g. ``"session:abc"``, ``"user:42"``); ``"api"`` by default. The application
+            names it; the model never does. See :meth:`EncryptedMemory.history`.
+        instruction_policy: what to do with text the model writes that reads like
+            instructions to a future session (memory poisoning: override attempts, orders to
+            the assistant, exfiltration, role-play of system messages): ``"flag"`` (default;
+            written, and the finding recorded with its provenance), ``"quarantine"`` (not
+            written: held for review, see :meth:`EncryptedMemory.pending`), or ``"allow"``
+            (not screened).
+
+        mounts: other users' stores to show under ``/memories/{name}/`` (at most 8; see
+            :class:`~s3memory.Mount`), opened with the same store, master or KMS key and
+            options, each with its own tenant key, history and quota. Given (even empty), a
+            :class:`~s3memory.MountedMemory` is returned instead of an :class:`EncryptedMemory`.
+            A read-only mount records no reads.
+
+    Raises:
+        ConfigurationError: for an invalid user id, master key or combination of options.
+    """
+    if "user_id" not in options:
+        raise ConfigurationError("give user_id=...")
+    if mounts is None:
+        return _open_store(**options)
+    checked = check_mounts(mounts, validate_tenant(options["user_id"]))
+    if options.get("kms_key_id") is not None and options.get("kms_client") is None:
+        options["kms_client"] = default_kms_client(options.get("s3_client"), timeout=options.get("timeout"))
+    own = _open_store(**options)
+    # Every mount on the very same store (one client, one connection pool) and KMS client.
+    shared: MemoryOptions = {**options, "store": own.store, "bucket": None, "s3_client": None}
+    mounted = []
+    for mount in checked:
+        mount_options: MemoryOptions = {
+            **shared,
+            "user_id": mount.user_id,
+            "track_access": bool(options.get("track_access", False)) and not mount.read_only,
+        }
+        if mount.encrypt_names is not None:
+            mount_options["encrypt_names"] = mount.encrypt_names
+        mounted.append(
+            (mount, _open_store(**mount_options, shown_root=mount.path.rstrip("/"), read_only=mount.read_only))
+        )
+    return MountedMemory(own, mounted)

@@ -5,20 +5,17 @@
 one tenant, what a file is bound to, how a stored file is fetched (bounded) and opened (one
 opaque integrity error), and which files lie below a directory. It knows no command.
 
-:class:`RoundTrip` issues independent requests concurrently, as one round trip, and keeps
-their types: ``head = rt.submit(store.head, key)``, then ``rt.wait()``, then
-``head.result()``. A round trip of one request runs it on the calling thread.
+Its round trips are ``_roundtrip``'s, on one worker pool per tenant.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from . import _envelope as envelope
 from ._errors import (
@@ -36,7 +33,7 @@ from ._keydocs import process_key_cache
 from ._keys import Keyring
 from ._layout import NAMES_KEY, TenantLayout
 from ._names import looks_sealed
-from ._paths import MemoryPath
+from ._paths import ROOT, MemoryPath
 from ._provenance import (
     DEFAULT_ACTOR,
     KEY_DOES_NOT_UNWRAP,
@@ -49,6 +46,7 @@ from ._provenance import (
     open_provenance,
     with_provenance,
 )
+from ._roundtrip import Pending, RoundTrip
 from .stores import ObjectInfo, ObjectStore, StoredObject
 
 T = TypeVar("T")
@@ -63,54 +61,6 @@ ENCRYPTED_NAMES_EXPECTED = (
 def plaintext_size(info: ObjectInfo) -> int:
     """A stored file's plaintext size: a V3 body is the plaintext plus a 16-byte GCM tag."""
     return max(0, info.size - envelope.TAG_BYTES)
-
-
-# -- round trips ---------------------------------------------------------------------------
-class Pending(Generic[T]):
-    """The result of one request of a :class:`RoundTrip`, readable once the round trip is over."""
-
-    def __init__(self, call: Callable[[], T]) -> None:
-        self._call = call
-        self._future: Future[T] | None = None
-
-    def result(self) -> T:
-        """The request's result (or its exception, raised)."""
-        if self._future is None:
-            raise RuntimeError("a round trip's result was read before its wait()")
-        return self._future.result()
-
-
-class RoundTrip:
-    """Requests submitted together and sent concurrently by :meth:`wait`."""
-
-    def __init__(self, pool: Callable[[], ThreadPoolExecutor]) -> None:
-        self._pool = pool
-        self._pending: list[Pending[Any]] = []
-        self._waited = False
-
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Pending[T]:
-        """Add ``fn(*args, **kwargs)`` to this round trip; it runs at :meth:`wait`."""
-        if self._waited:
-            raise RuntimeError("a round trip cannot take requests after its wait()")
-        pending = Pending(functools.partial(fn, *args, **kwargs))
-        self._pending.append(pending)
-        return pending
-
-    def wait(self) -> None:
-        """Run every request; raise the first error (in submission order) after all finish."""
-        self._waited = True
-        if len(self._pending) == 1:  # no thread for a lone request
-            (only,) = self._pending
-            done: Future[Any] = Future()
-            done.set_result(only._call())  # an error propagates from here, as from the call
-            only._future = done
-            return
-        pool = self._pool()
-        for pending in self._pending:
-            pending._future = pool.submit(pending._call)
-        wait([p._future for p in self._pending if p._future is not None])
-        for pending in self._pending:
-            pending.result()
 
 
 @dataclass
@@ -141,9 +91,11 @@ class SealedFiles:
         max_workers: int,
         actor: str = DEFAULT_ACTOR,
         history_key: HistoryKey | None = None,
+        shown_root: str = ROOT,
     ) -> None:
         self.store = store
         self.history_key = history_key
+        self.shown_root = shown_root
         self.layout = layout
         self.keyring = keyring
         self.actor = actor
@@ -151,6 +103,14 @@ class SealedFiles:
         self.max_workers = max_workers
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+
+    def shown(self, path: MemoryPath) -> str:
+        """``path`` of this store as the model sees it: below the mount point when the store
+        is mounted (``/memories/team/a.md`` for the store's ``/memories/a.md``). Stored names,
+        bindings and records always use the store's own ``path.display``."""
+        if self.shown_root == ROOT:
+            return path.display
+        return f"{self.shown_root}/{path.relative}" if path.relative else self.shown_root
 
     # -- plumbing ------------------------------------------------------------------------
     def round_trip(self) -> RoundTrip:
@@ -382,19 +342,3 @@ class SealedFiles:
         if self.store.head(names_key) is not None:
             raise ConfigurationError(ENCRYPTED_NAMES_EXPECTED)
         cache.put(marker, True)
-
-
-def reporting(calls: Sequence[Callable[[], T]], progress: Callable[[int, int], None]) -> list[Callable[[], T]]:
-    """``calls``, each reporting ``progress(done, total)`` when it returns."""
-    lock = threading.Lock()
-    done = 0
-
-    def reported(call: Callable[[], T]) -> T:
-        nonlocal done
-        result = call()
-        with lock:
-            done += 1
-            progress(done, len(calls))
-        return result
-
-    return [functools.partial(reported, call) for call in calls]

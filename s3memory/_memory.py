@@ -7,7 +7,7 @@ a :class:`Keyring` for data keys, and seals every file with ``_envelope``.
 Directories are not objects: they are the prefixes of files, so an empty directory cannot
 exist. A file and a directory of one name never coexist: every write checks.
 Independent requests of one command are issued concurrently, in one round trip
-(``_files.RoundTrip``).
+(``_roundtrip.RoundTrip``).
 
 Split by concern: the sealed files of one tenant (binding, reading, listing, round trips)
 are ``_files``; the text of the answers is ``_render`` (pure); the rename protocol and its
@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from . import _envelope as envelope
 from . import _history, _quarantine, _records, _rename, _versions
@@ -43,13 +43,14 @@ from ._errors import (
     NotADirectoryConflict,
     PathExistsError,
     PreconditionFailedError,
+    ReadOnlyMountError,
     VersionNotFoundError,
 )
 from ._files import SealedFiles, plaintext_size
 from ._historykey import HistoryKey
 from ._keys import Keyring
 from ._layout import TenantLayout
-from ._paths import DEFAULT_MAX_PATH_BYTES, MemoryPath, parse_path
+from ._paths import DEFAULT_MAX_PATH_BYTES, ROOT, MemoryPath, parse_path
 from ._provenance import DEFAULT_ACTOR, validate_actor
 from ._quarantine import InstructionPolicy, PendingWrite, policy_check
 from .stores import ObjectStore
@@ -117,6 +118,42 @@ class FileEntry:
     size: int
 
 
+class MemoryCommands(Protocol):
+    """The six commands, as :class:`EncryptedMemory` and ``MountedMemory`` both offer them."""
+
+    def view(self, path: str, view_range: object = None) -> str: ...
+    def create(self, path: str, file_text: object) -> str: ...
+    def str_replace(self, path: str, old_str: object, new_str: object) -> str: ...
+    def insert(self, path: str, insert_line: object, insert_text: object) -> str: ...
+    def delete(self, path: str) -> str: ...
+    def rename(self, old_path: str, new_path: str) -> str: ...
+
+
+def run_command(memory: MemoryCommands, command: object) -> str:
+    """Check one tool-use input (``{"command": "view", "path": ...}``) and run it on ``memory``."""
+    if not isinstance(command, Mapping):
+        raise InvalidCommandError("Error: The tool input must be an object with a `command` field.")
+    name = command.get("command")
+    if not isinstance(name, str) or name not in _REQUIRED:
+        raise InvalidCommandError(
+            f"Error: Unknown command {render.short_repr(name)}. Use one of: {', '.join(COMMANDS)}."
+        )
+    for parameter in _REQUIRED[name]:
+        if command.get(parameter) is None:
+            raise InvalidCommandError(f"Error: Missing required parameter `{parameter}` for command `{name}`.")
+    if name == "view":
+        return memory.view(command["path"], command.get("view_range"))
+    if name == "create":
+        return memory.create(command["path"], command["file_text"])
+    if name == "str_replace":
+        return memory.str_replace(command["path"], command["old_str"], command["new_str"])
+    if name == "insert":
+        return memory.insert(command["path"], command["insert_line"], command["insert_text"])
+    if name == "delete":
+        return memory.delete(command["path"])
+    return memory.rename(command["old_path"], command["new_path"])
+
+
 def _split_lines_for_insert(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
@@ -166,8 +203,15 @@ class EncryptedMemory:
         actor: str = DEFAULT_ACTOR,
         history_key: HistoryKey | None = None,
         instruction_policy: InstructionPolicy = "allow",
+        shown_root: str = ROOT,
+        read_only: bool = False,
     ) -> None:
         self.limits = limits or Limits()
+        if shown_root != ROOT:
+            mount_point = parse_path(shown_root)
+            if len(mount_point.parts) != 1 or mount_point.display != shown_root:
+                raise ConfigurationError("shown_root must be /memories or /memories/{name}")
+        self.read_only = read_only
         self.files = SealedFiles(
             store,
             layout,
@@ -176,6 +220,7 @@ class EncryptedMemory:
             max_workers=self.limits.max_workers,
             actor=validate_actor(actor),
             history_key=history_key,
+            shown_root=shown_root,
         )
         self.screen_text = screen_text
         self.screen_edit = screen_edit
@@ -201,7 +246,23 @@ class EncryptedMemory:
         self.files.close()
 
     def _parse(self, path: object) -> MemoryPath:
-        return parse_path(path, max_path_bytes=self.limits.max_path_bytes)
+        parsed = parse_path(path, max_path_bytes=self.limits.max_path_bytes)
+        if self.files.shown_root == ROOT:
+            return parsed
+        # A mounted store: the model's path is below the mount point; the store's own path
+        # is what follows it (the router sends only paths below this mount).
+        mount_name = self.files.shown_root[len(ROOT) + 1 :]
+        if not parsed.parts or parsed.parts[0] != mount_name:
+            raise InvalidPathError(f"Error: The path {path} is not in the memory store at {self.files.shown_root}")
+        return MemoryPath("/".join(parsed.parts[1:]))
+
+    def _writable(self, verb: str, shown_paths: str) -> None:
+        """Refuse, before any request, a change to a store mounted read-only (defence in
+        depth behind the IAM policy of ``s3memory policy --read-only-mount``)."""
+        if self.read_only:
+            raise ReadOnlyMountError(
+                f"Error: Cannot {verb} {shown_paths}: {self.files.shown_root} is mounted read-only"
+            )
 
     def _screen(self, text: str) -> str:
         return text if self.screen_text is None else self.screen_text(text)
@@ -247,27 +308,7 @@ class EncryptedMemory:
                 lacks a required parameter.
             S3MemoryError: whatever the command raises (see each command).
         """
-        if not isinstance(command, Mapping):
-            raise InvalidCommandError("Error: The tool input must be an object with a `command` field.")
-        name = command.get("command")
-        if not isinstance(name, str) or name not in _REQUIRED:
-            raise InvalidCommandError(
-                f"Error: Unknown command {render.short_repr(name)}. Use one of: {', '.join(COMMANDS)}."
-            )
-        for parameter in _REQUIRED[name]:
-            if command.get(parameter) is None:
-                raise InvalidCommandError(f"Error: Missing required parameter `{parameter}` for command `{name}`.")
-        if name == "view":
-            return self.view(command["path"], command.get("view_range"))
-        if name == "create":
-            return self.create(command["path"], command["file_text"])
-        if name == "str_replace":
-            return self.str_replace(command["path"], command["old_str"], command["new_str"])
-        if name == "insert":
-            return self.insert(command["path"], command["insert_line"], command["insert_text"])
-        if name == "delete":
-            return self.delete(command["path"])
-        return self.rename(command["old_path"], command["new_path"])
+        return run_command(self, command)
 
     # -- view --------------------------------------------------------------------------
     def view(self, path: str, view_range: object = None) -> str:
@@ -302,7 +343,7 @@ class EncryptedMemory:
             if not files:
                 raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
         sizes = [(file_path, plaintext_size(info)) for file_path, info in files]
-        return render.directory_view(parsed, sizes, self.limits.max_view_chars)
+        return render.directory_view(parsed, sizes, self.limits.max_view_chars, shown_as=self.files.shown(parsed))
 
     # -- beyond the tool: what the CLI and MCP server need ---------------------------
     def read_text(self, path: str) -> str:
@@ -342,7 +383,7 @@ class EncryptedMemory:
             if head is None:
                 raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
             files = [(parsed, head)]
-        return sorted(FileEntry(p.display, plaintext_size(info)) for p, info in files)
+        return sorted(FileEntry(self.files.shown(p), plaintext_size(info)) for p, info in files)
 
     # -- create ------------------------------------------------------------------------
     def create(self, path: str, file_text: object) -> str:
@@ -359,6 +400,7 @@ class EncryptedMemory:
             LimitExceededError: the file, or the user's quota, would be over its limit.
         """
         parsed = self._parse(path)
+        self._writable("create", path)
         if not isinstance(file_text, str):
             raise InvalidCommandError("Error: `file_text` must be a string.")
         if parsed.is_root:
@@ -386,7 +428,7 @@ class EncryptedMemory:
         for ancestor, head in zip(parsed.ancestors(), ancestor_heads, strict=True):
             if head.result() is not None:
                 raise NotADirectoryConflict(
-                    f"Error: Cannot create {path}: {ancestor.display} is a file, not a directory"
+                    f"Error: Cannot create {path}: {self.files.shown(ancestor)} is a file, not a directory"
                 )
         finding = self._check_instructions(parsed, path, None, text)  # a held write raises WriteHeldError
         data_key, wrapped = new_key.result()
@@ -417,6 +459,7 @@ class EncryptedMemory:
         ``answer`` words the result from the text as written (after any redaction).
         """
         parsed = self._parse(path)
+        self._writable("edit", path)
         if parsed.is_root or not self.files.names_ready():
             raise self.files.not_found(missing_message)
         binding = self.files.binding(parsed)
@@ -554,8 +597,9 @@ class EncryptedMemory:
             PathNotFoundError: nothing is at ``path``.
         """
         parsed = self._parse(path)
+        self._writable("delete", path)
         if parsed.is_root:
-            raise InvalidCommandError("Error: Cannot delete the /memories directory itself")
+            raise InvalidCommandError(f"Error: Cannot delete the {self.files.shown_root} directory itself")
         if not self.files.names_ready():
             raise self.files.not_found(f"Error: The path {path} does not exist")
         key = self.layout.key_for(parsed)
@@ -587,6 +631,7 @@ class EncryptedMemory:
             StorageError: the store refused or failed a LIST or a delete; files deleted
                 before the failure stay deleted.
         """
+        self._writable("clear", self.files.shown_root)
         infos = list(self.store.list(self.layout.memory_prefix))
         keys = [info.key for info in infos]
         if keys:
@@ -624,7 +669,7 @@ class EncryptedMemory:
         """
         parsed = self._file_path(path)
         if not self.files.names_ready():
-            raise VersionNotFoundError(f"Error: {parsed.display} has no version {version!r}.")
+            raise VersionNotFoundError(f"Error: {self.files.shown(parsed)} has no version {version!r}.")
         return _versions.read_version(self.files, parsed, version)
 
     def restore(self, path: str, version: str) -> str:
@@ -639,8 +684,9 @@ class EncryptedMemory:
             PreconditionFailedError: the file changed while it was being restored.
         """
         parsed = self._file_path(path)
+        self._writable("restore", path)
         if not self.files.names_ready():
-            raise VersionNotFoundError(f"Error: {parsed.display} has no version {version!r}.")
+            raise VersionNotFoundError(f"Error: {self.files.shown(parsed)} has no version {version!r}.")
         return _versions.restore(self.files, parsed, version)
 
     def redact(self, path: str, version: str) -> str:
@@ -654,8 +700,9 @@ class EncryptedMemory:
                 file first), or the store keeps no versions.
         """
         parsed = self._file_path(path)
+        self._writable("redact", path)
         if not self.files.names_ready():
-            raise VersionNotFoundError(f"Error: {parsed.display} has no version {version!r}.")
+            raise VersionNotFoundError(f"Error: {self.files.shown(parsed)} has no version {version!r}.")
         return _versions.redact(self.files, parsed, version)
 
     def changes(
@@ -699,6 +746,7 @@ class EncryptedMemory:
             EditError, PathExistsError: the file changed (or was created) since; nothing was written.
             SensitiveDataError, LimitExceededError, NotADirectoryConflict: as for :meth:`create`.
         """
+        self._writable("approve", pending_id)
         return _quarantine.approve(self, pending_id)
 
     def reject(self, pending_id: str) -> str:
@@ -707,12 +755,13 @@ class EncryptedMemory:
         Raises:
             PathNotFoundError: no pending write has this id.
         """
+        self._writable("reject", pending_id)
         return _quarantine.reject(self.files, pending_id)
 
     def _file_path(self, path: str) -> MemoryPath:
         parsed = self._parse(path)
         if parsed.is_root:
-            raise InvalidPathError("Error: /memories is a directory, not a file")
+            raise InvalidPathError(f"Error: {self.files.shown_root} is a directory, not a file")
         return parsed
 
     # -- rename ------------------------------------------------------------------------
@@ -741,6 +790,7 @@ class EncryptedMemory:
                 while being moved (nothing is lost; issue the rename again to finish it).
         """
         old, new = self._parse(old_path), self._parse(new_path)
+        self._writable("rename", f"{old_path} to {new_path}")
         return _rename.rename(
             self.files, old, new, (old_path, new_path), max_path_bytes=self.limits.max_path_bytes, progress=progress
         )

@@ -10,11 +10,20 @@ whether it is mounted or opened directly.
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
-from ._errors import ConfigurationError
-from ._paths import validate_tenant
+from . import _render as render
+from ._errors import ConfigurationError, InvalidCommandError, PathExistsError, ReadOnlyMountError
+from ._files import plaintext_size
+from ._memory import EncryptedMemory, FileEntry, run_command
+from ._paths import ROOT, MemoryPath, parse_path, validate_tenant
+from .stores import ObjectInfo
+
+T = TypeVar("T")
 
 Access = Literal["read_only", "read_write"]
 ACCESS_MODES: tuple[Access, ...] = ("read_only", "read_write")
@@ -49,7 +58,8 @@ class Mount:
     encrypt_names: bool | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _MOUNT_NAME.fullmatch(self.name):
+        # node_modules: ``view`` hides it, so the model would never see the mount.
+        if not isinstance(self.name, str) or not _MOUNT_NAME.fullmatch(self.name) or self.name == "node_modules":
             raise ConfigurationError(
                 f"mount name {self.name!r} must be 1-64 lowercase ASCII letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit"
@@ -99,3 +109,152 @@ def check_mounts(mounts: object, own_user_id: str) -> tuple[Mount, ...]:
     if own_user_id in tenants:
         raise ConfigurationError("the user's own store cannot also be mounted")
     return checked
+
+
+class MountedMemory:
+    """The user's own store at ``/memories`` with other stores mounted below it: one tree
+    for the model, the six commands routed by the first path segment.
+
+    Each store keeps its own tenant, keys, history and quota; a mounted store's objects are
+    read only with its own keys, so nothing of one store opens as another's. ``view`` of
+    ``/memories`` lists every store in one round trip (the stores' listings concurrently)
+    and shows each mount point as a directory, also when empty. A file of the own store
+    whose first segment is a mount name is shadowed: not shown and not reachable here.
+
+    Refused before any request: a change touching a ``read_only`` mount
+    (:class:`~s3memory.ReadOnlyMountError`); deleting or renaming a mount point, or renaming
+    onto one; a rename from one store to another (a rename is a server-side copy under one
+    tenant's keys, with one tenant's intent record to finish it after a fault; across two
+    tenants neither holds; create the file at the new path and delete the old one instead).
+    """
+
+    def __init__(self, own: EncryptedMemory, mounted: Sequence[tuple[Mount, EncryptedMemory]]) -> None:
+        self.own = own
+        self.mounted: dict[str, tuple[Mount, EncryptedMemory]] = {mount.name: (mount, m) for mount, m in mounted}
+        self.limits = own.limits
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    @property
+    def mounts(self) -> tuple[Mount, ...]:
+        return tuple(mount for mount, _ in self.mounted.values())
+
+    def stores(self) -> list[tuple[Mount | None, EncryptedMemory]]:
+        """The own store (``None``) and every mounted one."""
+        return [(None, self.own), *self.mounted.values()]
+
+    def close(self) -> None:
+        for _, memory in self.stores():
+            memory.close()
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=len(self.mounted) + 1, thread_name_prefix="s3memory-mounts")
+            return self._pool
+
+    def each_store(self, call: Callable[[EncryptedMemory], T]) -> list[T]:
+        """``call`` on every store at once (own first); each store runs its own requests on
+        its own workers, so a call may issue round trips of its own without deadlock."""
+        futures = [self._executor().submit(call, memory) for _, memory in self.stores()]
+        return [future.result() for future in futures]
+
+    # -- routing ---------------------------------------------------------------------------
+    def route(self, path: object) -> tuple[Mount | None, EncryptedMemory, MemoryPath]:
+        """The store ``path`` is in (``None``: the own store) and its whole parsed path.
+
+        Raises:
+            InvalidPathError: ``path`` is not a valid path under ``/memories``.
+        """
+        parsed = parse_path(path, max_path_bytes=self.limits.max_path_bytes)
+        if parsed.parts and parsed.parts[0] in self.mounted:
+            mount, memory = self.mounted[parsed.parts[0]]
+            return mount, memory, parsed
+        return None, self.own, parsed
+
+    def _mount_point(self, mount: Mount | None, parsed: MemoryPath) -> bool:
+        return mount is not None and len(parsed.parts) == 1
+
+    def _refuse_read_only(self, mount: Mount | None, verb: str, shown: str) -> None:
+        if mount is not None and mount.read_only:
+            raise ReadOnlyMountError(f"Error: Cannot {verb} {shown}: /memories/{mount.name} is mounted read-only")
+
+    def _all_files(self) -> list[tuple[MemoryPath, ObjectInfo]]:
+        """Every file of every store as shown in the tree (own files under a mount name left out)."""
+        root = MemoryPath("")
+        listings = self.each_store(lambda memory: memory.files.files_under(root))
+        merged = [(path, info) for path, info in listings[0] if not path.parts or path.parts[0] not in self.mounted]
+        for name, listing in zip(self.mounted, listings[1:], strict=True):
+            merged.extend((MemoryPath(f"{name}/{path.relative}"), info) for path, info in listing)
+        return merged
+
+    # -- the six commands ---------------------------------------------------------------------
+    def execute(self, command: object) -> str:
+        """As :meth:`EncryptedMemory.execute`, over the whole tree."""
+        return run_command(self, command)
+
+    def view(self, path: str, view_range: object = None) -> str:
+        _, memory, parsed = self.route(path)
+        if not parsed.is_root:
+            return memory.view(path, view_range)
+        sizes = [(file_path, plaintext_size(info)) for file_path, info in self._all_files()]
+        return render.directory_view(parsed, sizes, self.limits.max_view_chars, extra_dirs=self.mounted)
+
+    def create(self, path: str, file_text: object) -> str:
+        return self.route(path)[1].create(path, file_text)
+
+    def str_replace(self, path: str, old_str: object, new_str: object) -> str:
+        return self.route(path)[1].str_replace(path, old_str, new_str)
+
+    def insert(self, path: str, insert_line: object, insert_text: object) -> str:
+        return self.route(path)[1].insert(path, insert_line, insert_text)
+
+    def delete(self, path: str) -> str:
+        mount, memory, parsed = self.route(path)
+        self._refuse_read_only(mount, "delete", path)
+        if self._mount_point(mount, parsed):
+            raise InvalidCommandError(f"Error: Cannot delete {path}: it is the mount point of a memory store")
+        return memory.delete(path)
+
+    def rename(self, old_path: str, new_path: str, *, progress: Callable[[int, int], None] | None = None) -> str:
+        old_mount, memory, old = self.route(old_path)
+        new_mount, _, new = self.route(new_path)
+        shown = f"{old_path} to {new_path}"
+        self._refuse_read_only(old_mount, "rename", shown)
+        self._refuse_read_only(new_mount, "rename", shown)
+        if self._mount_point(old_mount, old):
+            raise InvalidCommandError(f"Error: Cannot rename {old_path}: it is the mount point of a memory store")
+        if self._mount_point(new_mount, new):
+            raise PathExistsError(f"Error: The destination {new_path} already exists")
+        if old_mount != new_mount and not old.is_root and not new.is_root:
+            stores = " and ".join("/memories" if m is None else f"/memories/{m.name}" for m in (old_mount, new_mount))
+            raise InvalidCommandError(
+                f"Error: Cannot rename {shown}: they are in different memory stores ({stores}); "
+                "create the file at the new path and delete the old one instead"
+            )
+        return memory.rename(old_path, new_path, progress=progress)
+
+    # -- beyond the tool ---------------------------------------------------------------------
+    def read_text(self, path: str) -> str:
+        """As :meth:`EncryptedMemory.read_text`, in whichever store ``path`` is."""
+        return self.route(path)[1].read_text(path)
+
+    def list_files(self, path: str = ROOT) -> list[FileEntry]:
+        """As :meth:`EncryptedMemory.list_files`; at the root, every store's files."""
+        _, memory, parsed = self.route(path)
+        if not parsed.is_root:
+            return memory.list_files(path)
+        return sorted(FileEntry(p.display, plaintext_size(info)) for p, info in self._all_files())
+
+    def shadowed(self) -> list[str]:
+        """Files of the own store hidden by a mount point of the same name (``s3memory info`` warns)."""
+        files = self.own.files.files_under(MemoryPath(""))
+        return sorted(p.display for p, _ in files if p.parts and p.parts[0] in self.mounted)
+
+    def clear_all(self) -> str:
+        """Delete every file of the user's own store; mounted stores are left as they are."""
+        return self.own.clear_all()

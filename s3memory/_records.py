@@ -51,10 +51,11 @@ from typing import Any
 
 from . import _envelope as envelope
 from ._errors import ForeignObjectError, IntegrityError, ObjectTooLargeError, S3MemoryError, StorageError
-from ._files import Pending, RoundTrip, SealedFiles
+from ._files import SealedFiles
 from ._layout import MAX_TIME_US
 from ._paths import MAX_S3_KEY_BYTES, MemoryPath
 from ._provenance import OPERATIONS, Provenance
+from ._roundtrip import Pending, RoundTrip
 from .stores import ObjectInfo
 
 log = logging.getLogger("s3memory")

@@ -47,9 +47,10 @@ from ._errors import (
     PathExistsError,
     PreconditionFailedError,
 )
-from ._files import SealedFiles, reporting
+from ._files import SealedFiles
 from ._paths import MAX_S3_KEY_BYTES, MemoryPath
 from ._provenance import Provenance
+from ._roundtrip import reporting
 from .stores import ObjectInfo
 
 T = TypeVar("T")
@@ -216,7 +217,7 @@ def plan_moves(
             too_long = len(target_path.relative.encode("utf-8")) > max_path_bytes
             if too_long or len(layout.key_for_unchecked(target_path).encode("utf-8")) > MAX_S3_KEY_BYTES:
                 raise InvalidPathError(
-                    f"Error: Cannot rename {shown[0]} to {shown[1]}: {target_path.display} would be "
+                    f"Error: Cannot rename {shown[0]} to {shown[1]}: {files.shown(target_path)} would be "
                     "too long. Nothing was changed."
                 )
         # The layout's key, not new_prefix + suffix: with encrypted names a key's segments
@@ -373,7 +374,7 @@ def rename(
     for ancestor, head in zip(new.ancestors(), seen.ancestor_heads, strict=True):
         if head is not None:
             raise NotADirectoryConflict(
-                f"Error: Cannot rename to {new_path}: {ancestor.display} is a file, not a directory"
+                f"Error: Cannot rename to {new_path}: {files.shown(ancestor)} is a file, not a directory"
             )
     moves = plan_moves(files, old, new, seen.old_head, seen.old_under, max_path_bytes=max_path_bytes, shown=shown)
     if seen.intent is not None and leftover_in_the_way({move.target_key for move in moves}, seen.at_destination):

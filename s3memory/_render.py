@@ -152,12 +152,21 @@ def _is_hidden(name: str) -> bool:
     return name.startswith(".") or name == "node_modules"
 
 
-def directory_view(directory: MemoryPath, files: Iterable[tuple[MemoryPath, int]], max_view_chars: int) -> str:
+def directory_view(
+    directory: MemoryPath,
+    files: Iterable[tuple[MemoryPath, int]],
+    max_view_chars: int,
+    *,
+    shown_as: str | None = None,
+    extra_dirs: Iterable[str] = (),
+) -> str:
     """``view`` of a directory: two levels deep, hidden entries and ``node_modules`` left out.
 
     ``files`` are every file below ``directory`` (hidden ones too) with its plaintext size; a
     directory's size is the total of the files under it. A listing over ``max_view_chars`` is
-    cut with a notice.
+    cut with a notice. ``shown_as`` is how ``directory`` is shown when that is not its own
+    ``display`` (in a mounted store); ``extra_dirs`` are names of subdirectories to
+    show even when empty (the mount points at the root).
     """
     root = _Node()
     depth = len(directory.parts)
@@ -169,7 +178,9 @@ def directory_view(directory: MemoryPath, files: Iterable[tuple[MemoryPath, int]
             is_dir = level < len(names) - 1
             node = node.children.setdefault((name, is_dir), _Node())
             node.size += size
-    shown = directory.display
+    for name in extra_dirs:
+        root.children.setdefault((name, True), _Node())
+    shown = directory.display if shown_as is None else shown_as
     lines = [f"{format_size(root.size)}\t{shown}"]
     for (name, is_dir), node in sorted(root.children.items()):
         if _is_hidden(name):

@@ -26,6 +26,7 @@ from anthropic.types.beta import (
 from ._errors import S3MemoryError
 from ._factory import MemoryOptions, open_memory
 from ._memory import EncryptedMemory
+from ._mounts import MountedMemory
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -44,7 +45,7 @@ def _as_tool_error(call: Callable[[], T]) -> T:
         raise ToolError(f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).") from exc
 
 
-def _build(memory: EncryptedMemory | None, options: MemoryOptions) -> EncryptedMemory:
+def _build(memory: EncryptedMemory | MountedMemory | None, options: MemoryOptions) -> EncryptedMemory | MountedMemory:
     if memory is not None:
         if options:
             raise TypeError("give either memory=... or the options to build one, not both")
@@ -63,13 +64,14 @@ class S3MemoryTool(BetaAbstractMemoryTool):
         runner = client.beta.messages.tool_runner(model=..., tools=[tool], messages=[...])
 
     Takes the options of :func:`s3memory.open_memory` (keyword-only), or ``memory=`` an
-    already built :class:`EncryptedMemory`.
+    already built :class:`EncryptedMemory`, or a :class:`MountedMemory` (the user's store with
+    others mounted below it).
     """
 
     def __init__(
         self,
         *,
-        memory: EncryptedMemory | None = None,
+        memory: EncryptedMemory | MountedMemory | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         **options: Unpack[MemoryOptions],
     ) -> None:
@@ -109,7 +111,7 @@ class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
     def __init__(
         self,
         *,
-        memory: EncryptedMemory | None = None,
+        memory: EncryptedMemory | MountedMemory | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         **options: Unpack[MemoryOptions],
     ) -> None:

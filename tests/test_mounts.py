@@ -1,0 +1,407 @@
+"""Mounts: other users' stores shown under /memories/{name}/, read-only or read-write.
+
+On the in-memory store, the local directory store and moto (tenant and KMS-per-object key
+modes), each through a store that records every request, so "refused before any request"
+and "nothing written" are observed, not assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from conftest import BUCKET, MASTER_KEY
+
+from s3memory import (
+    AccessLog,
+    ConfigurationError,
+    EncryptedMemory,
+    ForeignObjectError,
+    InMemoryStore,
+    IntegrityError,
+    InvalidCommandError,
+    KeyCache,
+    LocalDirStore,
+    Mount,
+    MountedMemory,
+    PathExistsError,
+    PathNotFoundError,
+    ReadOnlyMountError,
+    S3MemoryError,
+    S3Store,
+    open_memory,
+)
+from s3memory.stores import DelegatingStore, ObjectStore
+
+WRITES = {"put", "copy", "delete", "delete_version", "purge", "put_tags"}
+
+
+class Recording(DelegatingStore):
+    """Every request, by verb and key where there is one."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.requests: list[str] = []
+
+    def _call(self, verb: str, perform: Callable[[], Any]) -> Any:
+        self.requests.append(verb)
+        return perform()
+
+
+FLAVOURS = ["inmemory", "localdir", "s3-tenant", "s3-kms"]
+
+
+@pytest.fixture(params=FLAVOURS)
+def stores(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[Recording, dict[str, Any]]]:
+    """A recording store and the key options of one flavour."""
+    flavour = request.param
+    options: dict[str, Any] = {"master_key": MASTER_KEY}
+    if flavour == "inmemory":
+        inner: ObjectStore = InMemoryStore()
+    elif flavour == "localdir":
+        inner = LocalDirStore(tmp_path / "store")
+    else:
+        s3 = request.getfixturevalue("s3_client")
+        inner = S3Store(BUCKET, s3)
+        if flavour == "s3-kms":
+            options = {
+                "key_mode": "kms",
+                "kms_key_id": request.getfixturevalue("kms_key_id"),
+                "kms_client": request.getfixturevalue("kms_client"),
+            }
+    yield Recording(inner), options
+
+
+def _seed(store: ObjectStore, options: dict[str, Any], user_id: str, files: dict[str, str]) -> None:
+    writer = open_memory(user_id=user_id, store=store, key_cache=KeyCache(), **options)
+    for path, text in files.items():
+        writer.create(path, text)
+    writer.close()
+
+
+MOUNTS = [
+    Mount("standards", "org-standards", description="Coding standards", instructions="Follow them."),
+    Mount("team", "team-7", access="read_write", description="The team's shared notes"),
+]
+
+
+def _mounted(store: ObjectStore, options: dict[str, Any], mounts: list[Mount] = MOUNTS) -> MountedMemory:
+    return open_memory(user_id="alice", store=store, key_cache=KeyCache(), mounts=mounts, **options)
+
+
+@pytest.fixture
+def seeded(stores: tuple[Recording, dict[str, Any]]) -> tuple[Recording, dict[str, Any], MountedMemory]:
+    store, options = stores
+    _seed(store, options, "org-standards", {"/memories/style.md": "Use tabs.\n", "/memories/py/typing.md": "mypy\n"})
+    _seed(store, options, "team-7", {"/memories/plan.md": "Ship it.\n"})
+    _seed(store, options, "alice", {"/memories/me.md": "likes tea\n"})
+    return store, options, _mounted(store, options)
+
+
+def test_the_model_sees_one_tree_with_every_store(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    _, _, memory = seeded
+    assert memory.view("/memories") == (
+        "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n"
+        "34B\t/memories\n"
+        "10B\t/memories/me.md\n"
+        "15B\t/memories/standards/\n"
+        "5B\t/memories/standards/py/\n"
+        "10B\t/memories/standards/style.md\n"
+        "9B\t/memories/team/\n"
+        "9B\t/memories/team/plan.md"
+    )
+    assert memory.view("/memories/") == memory.view("/memories")
+    assert memory.view("/memories/standards/style.md") == (
+        "Here's the content of /memories/standards/style.md with line numbers:\n     1\tUse tabs.\n     2\t"
+    )
+    assert memory.view("/memories/standards") == (
+        "Here're the files and directories up to 2 levels deep in /memories/standards, excluding hidden items "
+        "and node_modules:\n"
+        "15B\t/memories/standards\n"
+        "5B\t/memories/standards/py/\n"
+        "5B\t/memories/standards/py/typing.md\n"
+        "10B\t/memories/standards/style.md"
+    )
+    assert memory.read_text("/memories/team/plan.md") == "Ship it.\n"
+    assert [e.path for e in memory.list_files()] == [
+        "/memories/me.md",
+        "/memories/standards/py/typing.md",
+        "/memories/standards/style.md",
+        "/memories/team/plan.md",
+    ]
+    assert [e.path for e in memory.list_files("/memories/standards/py")] == ["/memories/standards/py/typing.md"]
+
+
+def test_sizes_of_the_root_view_total_every_store(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    _, _, memory = seeded
+    lines = dict(line.split("\t")[::-1] for line in memory.view("/memories").splitlines()[1:])
+    assert lines["/memories/standards/"] == "15B"  # "Use tabs.\n" + "mypy\n"
+    assert lines["/memories/team/"] == "9B"
+    assert lines["/memories"] == "34B"
+
+
+def test_an_empty_mount_shows_as_an_empty_directory(stores: tuple[Recording, dict[str, Any]]) -> None:
+    store, options = stores
+    memory = _mounted(store, options)
+    lines = memory.view("/memories").splitlines()[1:]
+    assert lines == ["0B\t/memories", "0B\t/memories/standards/", "0B\t/memories/team/"]
+    assert memory.view("/memories/standards").splitlines()[1:] == ["0B\t/memories/standards"]
+    assert not [verb for verb in store.requests if verb in WRITES]  # reading an empty store makes nothing
+
+
+READ_ONLY_COMMANDS: list[tuple[dict[str, Any], str]] = [
+    (
+        {"command": "create", "path": "/memories/standards/new.md", "file_text": "x"},
+        "create /memories/standards/new.md",
+    ),
+    ({"command": "create", "path": "/memories/standards", "file_text": "x"}, "create /memories/standards"),
+    (
+        {"command": "str_replace", "path": "/memories/standards/style.md", "old_str": "tabs", "new_str": "spaces"},
+        "edit /memories/standards/style.md",
+    ),
+    (
+        {"command": "insert", "path": "/memories/standards/style.md", "insert_line": 0, "insert_text": "x"},
+        "edit /memories/standards/style.md",
+    ),
+    (
+        {"command": "str_replace", "path": "/memories/standards/gone.md", "old_str": "a", "new_str": "b"},
+        "edit /memories/standards/gone.md",
+    ),
+    ({"command": "delete", "path": "/memories/standards/style.md"}, "delete /memories/standards/style.md"),
+    ({"command": "delete", "path": "/memories/standards/py"}, "delete /memories/standards/py"),
+    ({"command": "delete", "path": "/memories/standards"}, "delete /memories/standards"),
+    (
+        {"command": "rename", "old_path": "/memories/standards/style.md", "new_path": "/memories/standards/s.md"},
+        "rename /memories/standards/style.md to /memories/standards/s.md",
+    ),
+    (
+        {"command": "rename", "old_path": "/memories/standards/style.md", "new_path": "/memories/mine.md"},
+        "rename /memories/standards/style.md to /memories/mine.md",
+    ),
+    (
+        {"command": "rename", "old_path": "/memories/me.md", "new_path": "/memories/standards/me.md"},
+        "rename /memories/me.md to /memories/standards/me.md",
+    ),
+    (
+        {"command": "rename", "old_path": "/memories/standards", "new_path": "/memories/std"},
+        "rename /memories/standards to /memories/std",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    READ_ONLY_COMMANDS,
+    ids=[c["command"] + str(i) for i, (c, _) in enumerate(READ_ONLY_COMMANDS)],
+)
+def test_a_read_only_mount_refuses_every_change_before_any_request(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory], command: dict[str, Any], refused: str
+) -> None:
+    store, _, memory = seeded
+    before = {k: store.inner.get(k) for k in [i.key for i in store.inner.list("")]}
+    store.requests.clear()
+    with pytest.raises(ReadOnlyMountError) as raised:
+        memory.execute(command)
+    assert str(raised.value) == f"Error: Cannot {refused}: /memories/standards is mounted read-only"
+    assert isinstance(raised.value, InvalidCommandError)
+    assert store.requests == []
+    after = {k: store.inner.get(k) for k in [i.key for i in store.inner.list("")]}
+    assert after.keys() == before.keys()
+    assert all(after[k].body == before[k].body for k in after)  # type: ignore[union-attr]
+
+
+def test_reading_a_read_only_mount_writes_nothing(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    store, options, _ = seeded
+    memory = open_memory(
+        user_id="alice",
+        store=store,
+        key_cache=KeyCache(),
+        mounts=MOUNTS,
+        track_access=True,
+        access_log=AccessLog(),
+        **options,
+    )
+    store.requests.clear()
+    memory.view("/memories/standards/style.md")
+    memory.view("/memories/standards/py/typing.md")
+    memory.view("/memories")
+    with pytest.raises(PathNotFoundError):
+        memory.view("/memories/standards/nothing.md")
+    assert not [verb for verb in store.requests if verb in WRITES]
+    memory.view("/memories/me.md")  # the own store still records its reads
+    assert "put" in store.requests
+
+
+def test_a_read_write_mount_takes_every_command(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    _, options, memory = seeded
+    assert memory.create("/memories/team/new.md", "hello\n") == "File created successfully at: /memories/team/new.md"
+    assert memory.str_replace("/memories/team/new.md", "hello", "hi").startswith("The memory file has been edited.")
+    assert memory.insert("/memories/team/new.md", 1, "more\n") == "The file /memories/team/new.md has been edited."
+    assert memory.rename("/memories/team/new.md", "/memories/team/d/n.md") == (
+        "Successfully renamed /memories/team/new.md to /memories/team/d/n.md"
+    )
+    assert memory.view("/memories/team/d/n.md").endswith("     1\thi\n     2\tmore\n     3\t")
+    assert memory.delete("/memories/team/d") == "Successfully deleted /memories/team/d"
+    # written into team-7's own store, at its own paths: it reads the same opened directly
+    team = open_memory(user_id="team-7", store=memory.own.store, key_cache=KeyCache(), **options)
+    assert team.list_files() and [e.path for e in team.list_files()] == ["/memories/plan.md"]
+
+
+def test_contract_strings_name_the_path_the_model_gave(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    _, _, memory = seeded
+    with pytest.raises(PathExistsError, match=r"^Error: File /memories/team/plan.md already exists$"):
+        memory.create("/memories/team/plan.md", "x")
+    with pytest.raises(PathExistsError, match=r"^Error: File /memories/team already exists$"):
+        memory.create("/memories/team", "x")
+    with pytest.raises(
+        S3MemoryError, match=r"^Error: Cannot create /memories/team/plan.md/x: /memories/team/plan.md is a file"
+    ):
+        memory.create("/memories/team/plan.md/x", "x")
+    with pytest.raises(PathNotFoundError, match=r"^The path /memories/team/none does not exist"):
+        memory.view("/memories/team/none")
+    with pytest.raises(PathNotFoundError, match=r"^Error: The path /memories/team/none does not exist$"):
+        memory.delete("/memories/team/none")
+    memory.create("/memories/team/other.md", "x")
+    with pytest.raises(PathExistsError, match=r"^Error: The destination /memories/team/plan.md already exists$"):
+        memory.rename("/memories/team/other.md", "/memories/team/plan.md")
+
+
+def test_mount_points_cannot_be_deleted_renamed_or_replaced(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory],
+) -> None:
+    store, _, memory = seeded
+    store.requests.clear()
+    with pytest.raises(
+        InvalidCommandError, match=r"^Error: Cannot delete /memories/team: it is the mount point of a memory store$"
+    ):
+        memory.delete("/memories/team")
+    with pytest.raises(InvalidCommandError, match=r"^Error: Cannot rename /memories/team/: it is the mount point"):
+        memory.rename("/memories/team/", "/memories/crew")
+    with pytest.raises(PathExistsError, match=r"^Error: The destination /memories/team already exists$"):
+        memory.rename("/memories/me.md", "/memories/team")
+    assert store.requests == []
+    with pytest.raises(PathExistsError):
+        memory.create("/memories/team", "x")
+
+
+def test_a_rename_across_stores_is_refused_and_nothing_moves(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory],
+) -> None:
+    store, _, memory = seeded
+    store.requests.clear()
+    with pytest.raises(InvalidCommandError) as raised:
+        memory.rename("/memories/me.md", "/memories/team/me.md")
+    assert str(raised.value) == (
+        "Error: Cannot rename /memories/me.md to /memories/team/me.md: they are in different memory stores "
+        "(/memories and /memories/team); create the file at the new path and delete the old one instead"
+    )
+    with pytest.raises(InvalidCommandError, match="different memory stores"):
+        memory.rename("/memories/team/plan.md", "/memories/plan.md")
+    assert store.requests == []
+    assert memory.read_text("/memories/me.md") == "likes tea\n"
+
+
+def test_a_mounts_objects_never_open_as_another_mounts(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    """A bucket writer copies a file of the shared store into the team's store and the
+    user's own: each store opens only objects sealed for it."""
+    store, _, memory = seeded
+    standards = memory.mounted["standards"][1]
+    team = memory.mounted["team"][1]
+    source = standards.layout.key_for(standards._parse("/memories/standards/style.md"))
+    planted = store.inner.get(source)
+    assert planted is not None
+    for target, path in [(team, "/memories/team/style.md"), (memory.own, "/memories/style.md")]:
+        key = target.layout.key_for(target._parse(path))
+        store.inner.put(key, planted.body, planted.metadata)
+        with pytest.raises((IntegrityError, ForeignObjectError)):
+            memory.view(path)
+    # and the other way round: the own file planted into the shared store
+    own_key = memory.own.layout.key_for(memory.own._parse("/memories/me.md"))
+    mine = store.inner.get(own_key)
+    assert mine is not None
+    store.inner.put(standards.layout.key_for(standards._parse("/memories/standards/me.md")), mine.body, mine.metadata)
+    with pytest.raises((IntegrityError, ForeignObjectError)):
+        memory.view("/memories/standards/me.md")
+
+
+def test_own_files_under_a_mount_name_are_shadowed_and_reported(stores: tuple[Recording, dict[str, Any]]) -> None:
+    store, options = stores
+    _seed(store, options, "alice", {"/memories/team/old.md": "mine\n", "/memories/keep.md": "k\n"})
+    _seed(store, options, "team-7", {"/memories/plan.md": "Ship it.\n"})
+    memory = _mounted(store, options)
+    assert memory.shadowed() == ["/memories/team/old.md"]
+    assert "old.md" not in memory.view("/memories")
+    assert [e.path for e in memory.list_files()] == ["/memories/keep.md", "/memories/team/plan.md"]
+    with pytest.raises(PathNotFoundError):
+        memory.view("/memories/team/old.md")
+
+
+def test_clear_all_clears_only_the_users_own_store(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    _, _, memory = seeded
+    assert memory.clear_all() == "All memory cleared"
+    assert [e.path for e in memory.list_files()] == [
+        "/memories/standards/py/typing.md",
+        "/memories/standards/style.md",
+        "/memories/team/plan.md",
+    ]
+
+
+def test_validation_errors_come_before_routing(stores: tuple[Recording, dict[str, Any]]) -> None:
+    store, options = stores
+    memory = _mounted(store, options)
+    for bad in ["/memories/../x", "/etc/passwd", "/memories/standards/../../x", "/memories/standards//x"]:
+        with pytest.raises(InvalidCommandError):
+            memory.view(bad)
+        with pytest.raises(InvalidCommandError):
+            memory.create(bad, "x")
+    assert store.requests == []
+
+
+def test_mounts_are_checked_when_opened() -> None:
+    store = InMemoryStore()
+
+    def opened(mounts: list[Mount]) -> None:
+        open_memory(user_id="alice", store=store, master_key=MASTER_KEY, mounts=mounts)
+
+    with pytest.raises(ConfigurationError, match="at most 8"):
+        opened([Mount(f"m{i}", f"t{i}") for i in range(9)])
+    opened([Mount(f"m{i}", f"t{i}") for i in range(8)])
+    with pytest.raises(ConfigurationError, match="same name"):
+        opened([Mount("a", "t1"), Mount("a", "t2")])
+    with pytest.raises(ConfigurationError, match="same user_id"):
+        opened([Mount("a", "t1"), Mount("b", "t1")])
+    with pytest.raises(ConfigurationError, match="own store"):
+        opened([Mount("a", "alice")])
+    with pytest.raises(ConfigurationError, match=r"s3memory\.Mount"):
+        opened(["team"])  # type: ignore[list-item]
+    for name in ["", ".hidden", "Team", "a/b", "node_modules", "x" * 65, "-a", "é"]:
+        with pytest.raises(ConfigurationError, match="mount name"):
+            Mount(name, "t1")
+    with pytest.raises(ConfigurationError):
+        Mount("a", "../bob")
+    with pytest.raises(ConfigurationError, match="access"):
+        Mount("a", "t1", access="write")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="instructions is over 4,096"):
+        Mount("a", "t1", instructions="x" * 4097)
+    assert Mount("a", "t1", instructions="x" * 4096).read_only
+    with pytest.raises(ConfigurationError, match="description is over 1,024"):
+        Mount("a", "t1", description="x" * 1025)
+
+
+def test_without_mounts_open_memory_is_unchanged() -> None:
+    memory = open_memory(user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY)
+    assert isinstance(memory, EncryptedMemory)
+    empty = open_memory(user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, mounts=[])
+    assert isinstance(empty, MountedMemory)
+    empty.create("/memories/a.md", "x")
+    assert empty.view("/memories").splitlines()[1:] == ["1B\t/memories", "1B\t/memories/a.md"]
+
+
+def test_a_mounted_store_uses_its_own_names_choice(stores: tuple[Recording, dict[str, Any]]) -> None:
+    store, options = stores
+    writer = open_memory(user_id="sealed-team", store=store, key_cache=KeyCache(), encrypt_names=True, **options)
+    writer.create("/memories/secret-plan.md", "x\n")
+    memory = _mounted(store, options, [Mount("sealed", "sealed-team", encrypt_names=True)])
+    assert memory.read_text("/memories/sealed/secret-plan.md") == "x\n"
+    assert not any("secret-plan" in info.key for info in store.inner.list(""))
