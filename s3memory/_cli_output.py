@@ -38,6 +38,7 @@ import click
 from ._config import ENVIRONMENT, Settings, in_setting_names
 from ._errors import ConfigurationError, IntegrityError, S3MemoryError, StorageError
 from ._memory import EncryptedMemory
+from ._mounts import MountedMemory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,6 +140,7 @@ _METAVARS = {
     "timeout": "SECONDS",
     "endpoint_url": "URL",
     "kms_key_id": "KEY",
+    "mounts": "JSON|@FILE",
 }
 _OUTPUT = ("json_output", "quiet", "verbose", "debug")
 _JSON_COMMANDS = (
@@ -327,6 +329,20 @@ def _memory(ctx: click.Context) -> Iterator[EncryptedMemory]:
     settings = _settings(ctx)
     try:
         memory = settings.open()
+        try:
+            yield memory
+        finally:
+            memory.close()
+    except S3MemoryError as error:
+        _fail(error)
+
+
+@contextmanager
+def _tree(ctx: click.Context) -> Iterator[EncryptedMemory | MountedMemory]:
+    """The tree the model sees: the configured memory with ``--mounts`` below it, if any."""
+    settings = _settings(ctx)
+    try:
+        memory = settings.open_tree()
         try:
             yield memory
         finally:

@@ -23,6 +23,7 @@ from ._errors import ConfigurationError
 from ._factory import KeyMode, SensitiveDataPolicy, open_memory
 from ._keyfile import _private_directory, load_or_create_master_key
 from ._memory import EncryptedMemory
+from ._mounts import Mount, MountedMemory, mounts_from_json
 from ._quarantine import DEFAULT_INSTRUCTION_POLICY, INSTRUCTION_POLICIES, InstructionPolicy
 
 #: option name -> (environment variable, help). The README's configuration table mirrors it
@@ -57,6 +58,11 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "encrypt_names": (
         "S3MEMORY_ENCRYPT_NAMES",
         "encrypt file names in object keys (AES-SIV) [off; the variable takes 1 or 0]",
+    ),
+    "mounts": (
+        "S3MEMORY_MOUNTS",
+        'other users\' stores shown under /memories/NAME/: a JSON list of {"name", "user_id", "access", '
+        '"description", "instructions"}, or @FILE holding one [none]',
     ),
 }
 
@@ -115,6 +121,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_SECONDS
     track_access: bool = False
     encrypt_names: bool = False
+    mounts: tuple[Mount, ...] = ()
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -154,6 +161,8 @@ class Settings:
                 if flag.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
                     raise ConfigurationError(f"{ENVIRONMENT[name][0]} must be 1 or 0, not {printable_value(flag)}")
                 values[name] = flag.lower() in ("1", "true", "yes")
+        if isinstance(values.get("mounts"), str):
+            values["mounts"] = _read_mounts(values["mounts"])
         _check_tenant(str(values.get("user", "local")), str(values.get("prefix", "")))
         if "bucket" in values:
             _check_bucket(values["bucket"])
@@ -205,7 +214,8 @@ class Settings:
         return region_for(self.region, endpoint_url=self.endpoint_url)
 
     def open(self, *, actor: str = "cli") -> EncryptedMemory:
-        """The configured user's memory. On the embedded default, creates the data home, the
+        """The configured user's own memory (without the mounts: history, review and the
+        governance commands act on the user's own store). On the embedded default, creates the data home, the
         local store and the master key at its default location on first use; a master key
         file given explicitly must exist (``s3memory init`` creates one). ``actor`` is who
         its history says made the changes (``"cli"``; the MCP server says ``"mcp"``).
@@ -213,6 +223,20 @@ class Settings:
         Raises:
             ConfigurationError: a setting is wrong (the message names its flag and variable).
         """
+        memory: EncryptedMemory = self._open(actor, None)
+        return memory
+
+    def open_tree(self, *, actor: str = "cli") -> EncryptedMemory | MountedMemory:
+        """The tree the model sees: the user's memory with the ``mounts`` below it, if any
+        (else the same as :meth:`open`).
+
+        Raises:
+            ConfigurationError: a setting is wrong (the message names its flag and variable).
+        """
+        tree: EncryptedMemory | MountedMemory = self._open(actor, self.mounts or None)
+        return tree
+
+    def _open(self, actor: str, mounts: tuple[Mount, ...] | None) -> Any:
         options: dict[str, Any]
         if self.key_mode == "kms" and not self.kms_key_id:
             raise ConfigurationError(f"--key-mode kms needs {setting_name('kms_key_id')}")
@@ -244,7 +268,7 @@ class Settings:
             else:
                 options["master_key"] = load_master_key(self.master_key_file)
         try:
-            memory: EncryptedMemory = open_memory(
+            return open_memory(
                 user_id=self.user,
                 key_mode=self.key_mode,
                 sensitive_data=self.sensitive_data,
@@ -252,11 +276,27 @@ class Settings:
                 track_access=self.track_access,
                 encrypt_names=self.encrypt_names,
                 actor=actor,
+                mounts=mounts,
                 **options,
             )
         except ConfigurationError as error:
             raise ConfigurationError(in_setting_names(str(error))) from error
-        return memory
+
+
+def _read_mounts(value: str) -> tuple[Mount, ...]:
+    """``--mounts``: JSON, or ``@FILE`` holding it."""
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigurationError(
+                f"{setting_name('mounts')}: cannot read {printable_value(value[1:])} ({error})"
+            ) from None
+    try:
+        return mounts_from_json(text)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{setting_name('mounts')}: {error}") from None
 
 
 def create_master_key(path: Path) -> bool:

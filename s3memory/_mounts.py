@@ -258,3 +258,36 @@ class MountedMemory:
     def clear_all(self) -> str:
         """Delete every file of the user's own store; mounted stores are left as they are."""
         return self.own.clear_all()
+
+
+_MOUNT_FIELDS = {"name", "user_id", "access", "description", "instructions", "encrypt_names"}
+
+
+def mounts_from_json(text: str) -> tuple[Mount, ...]:
+    """Mounts from JSON (the CLI's and MCP server's ``S3MEMORY_MOUNTS``): a list of objects
+    with ``name`` and ``user_id``, and optionally ``access``, ``description``,
+    ``instructions`` and ``encrypt_names``.
+
+    Raises:
+        ConfigurationError: not JSON, not a list of such objects, an unknown field, or a
+            mount that :class:`Mount` refuses.
+    """
+    import json
+
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise ConfigurationError(f"the mounts are not valid JSON ({error})") from None
+    if not isinstance(document, list):
+        raise ConfigurationError('the mounts must be a JSON list: [{"name": ..., "user_id": ...}, ...]')
+    mounts = []
+    for number, item in enumerate(document, 1):
+        if not isinstance(item, dict):
+            raise ConfigurationError(f"mount {number} must be a JSON object")
+        unknown = sorted(set(item) - _MOUNT_FIELDS)
+        if unknown:
+            raise ConfigurationError(f"mount {number} has unknown field(s): {', '.join(map(repr, unknown))}")
+        if not isinstance(item.get("name"), str) or not isinstance(item.get("user_id"), str):
+            raise ConfigurationError(f"mount {number} needs a name and a user_id (strings)")
+        mounts.append(Mount(**item))
+    return tuple(mounts)

@@ -43,7 +43,6 @@ from ._cli_output import (
     _console,
     _die,
     _fail,
-    _memory,
     _option,
     _output_options,
     _PipeClosed,
@@ -51,12 +50,14 @@ from ._cli_output import (
     _PrintableStream,
     _progress,
     _state,
+    _tree,
     printable,
 )
 from ._cli_output import _State as _State  # tests reach it here
 from ._config import Settings, in_setting_names
 from ._errors import ConfigurationError, S3MemoryError
 from ._memory import EncryptedMemory, FileEntry
+from ._mounts import MountedMemory
 from ._render import format_size
 
 __all__ = [
@@ -141,6 +142,7 @@ Shell completion (bash; zsh and fish alike with zsh_source, fish_source):
 @_option("instruction_policy")
 @_option("track_access")
 @_option("encrypt_names")
+@_option("mounts")
 @_output_options()[0]
 @_output_options()[1]
 @_output_options()[2]
@@ -158,9 +160,12 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
 
 
 # -- the six tool commands ----------------------------------------------------------------
-def _run(ctx: click.Context, command: Callable[[EncryptedMemory], str], *, confirmation: bool = True) -> None:
-    """Run a tool command; print its answer (a ``confirmation`` of a change is left out with --quiet)."""
-    with _memory(ctx) as memory:
+def _run(
+    ctx: click.Context, command: Callable[[EncryptedMemory | MountedMemory], str], *, confirmation: bool = True
+) -> None:
+    """Run a tool command on the tree (the user's memory and its mounts); print its answer
+    (a ``confirmation`` of a change is left out with --quiet)."""
+    with _tree(ctx) as memory:
         answer = command(memory)
     if not (confirmation and _state(ctx).quiet):
         click.echo(printable(answer, lines=True))
@@ -225,7 +230,7 @@ def delete(ctx: click.Context, path: str) -> None:
 def rename(ctx: click.Context, old_path: str, new_path: str) -> None:
     """Rename or move a file or a directory. Never overwrites. A progress bar on a terminal."""
 
-    def move(memory: EncryptedMemory) -> str:
+    def move(memory: EncryptedMemory | MountedMemory) -> str:
         with _progress(ctx, f"renaming {old_path}", transient=True) as progress:
             return memory.rename(old_path, new_path, progress=progress)
 
@@ -259,7 +264,7 @@ def ls(ctx: click.Context, path: str, recursive: bool) -> None:
              "entries": [{"path": ..., "type": "file" or "directory", "bytes": N}]}
     (a directory's bytes: the total of the files below it).
     """
-    with _memory(ctx) as memory:
+    with _tree(ctx) as memory:
         entries = memory.list_files(path)
     rows = [(e.path, e.size) for e in entries] if recursive else _children(entries, path)
     total = sum(e.size for e in entries)
@@ -289,7 +294,7 @@ def ls(ctx: click.Context, path: str, recursive: bool) -> None:
 @click.pass_context
 def cat(ctx: click.Context, path: str) -> None:
     """Print a file's text as stored, without line numbers (terminal controls escaped: see --help)."""
-    with _memory(ctx) as memory:
+    with _tree(ctx) as memory:
         text = memory.read_text(path)
     click.echo(printable(text, lines=True), nl=False)
 

@@ -436,14 +436,14 @@ def test_quiet_keeps_only_errors_and_requested_output(home: Path, tmp_path: Path
 def test_verbose_and_debug_log_the_library_to_stderr(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import logging
 
-    opened = Settings.open
+    opened = Settings.open_tree  # what the six commands open
 
     def open_and_log(self: Settings) -> Any:
         logging.getLogger("s3memory.store").info("opened \x1b[2J")
         logging.getLogger("s3memory.store").debug("detail")
         return opened(self)
 
-    monkeypatch.setattr(Settings, "open", open_and_log)
+    monkeypatch.setattr(Settings, "open_tree", open_and_log)
     assert run("view").stderr == ""
     verbose = run("view", "-v")
     assert verbose.exit_code == 0 and verbose.stderr == "s3memory: info: opened \\x1b[2J\n"

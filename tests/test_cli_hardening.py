@@ -491,7 +491,7 @@ def test_an_unexpected_failure_is_one_line_not_a_traceback(
 
     monkeypatch.setenv("S3MEMORY_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("S3MEMORY_USER", "alice")
-    monkeypatch.setattr(Settings, "open", broken)
+    monkeypatch.setattr(Settings, "open_tree", broken)
     assert cli_module.main(["view"]) == cli_module.EXIT_UNEXPECTED
     captured = capsys.readouterr()
     assert captured.err == "Error: s3memory failed unexpectedly (RuntimeError: no region\\x1b[2J here)\n"
