@@ -14,9 +14,10 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import _render as render
+from ._entries import MemoryVersion
 from ._errors import ConfigurationError, InvalidCommandError, PathExistsError, ReadOnlyMountError
 from ._files import plaintext_size
 from ._memory import EncryptedMemory, FileEntry, run_command
@@ -258,6 +259,34 @@ class MountedMemory:
     def clear_all(self) -> str:
         """Delete every file of the user's own store; mounted stores are left as they are."""
         return self.own.clear_all()
+
+    # -- history: of the user's own store --------------------------------------------------
+    def _own_history(self, path: str) -> EncryptedMemory:
+        """The own store, for history of ``path``; a mounted store's history is read by
+        opening that store directly (its records name its own paths, not the mounted ones)."""
+        mount, _, _ = self.route(path)
+        if mount is not None:
+            raise InvalidCommandError(
+                f"Error: The history of {path} is kept by the memory store mounted at /memories/{mount.name}; "
+                "history here covers the user's own store only"
+            )
+        return self.own
+
+    def history(self, path: str) -> list[MemoryVersion]:
+        """:meth:`EncryptedMemory.history` of a file of the user's own store."""
+        return self._own_history(path).history(path)
+
+    def read_version(self, path: str, version: str) -> str:
+        """:meth:`EncryptedMemory.read_version` of a file of the user's own store."""
+        return self._own_history(path).read_version(path, version)
+
+    def restore(self, path: str, version: str) -> str:
+        """:meth:`EncryptedMemory.restore` of a file of the user's own store."""
+        return self._own_history(path).restore(path, version)
+
+    def changes(self, path_prefix: str = ROOT, **filters: Any) -> list[MemoryVersion]:
+        """:meth:`EncryptedMemory.changes` of the user's own store."""
+        return self._own_history(path_prefix).changes(path_prefix, **filters)
 
 
 _MOUNT_FIELDS = {"name", "user_id", "access", "description", "instructions", "encrypt_names"}

@@ -66,6 +66,7 @@ from ._errors import ConfigurationError, InvalidCommandError, PathNotFoundError,
 from ._jsonrpc import _refusal, _too_large, _triage
 from ._jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
 from ._memory import EncryptedMemory
+from ._mounts import MountedMemory
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -118,7 +119,9 @@ def _require_mcp() -> None:
         raise ConfigurationError(MISSING_MCP) from exc
 
 
-def _answer(memory: Callable[[], EncryptedMemory], command: Callable[[EncryptedMemory], str]) -> "CallToolResult":
+def _answer(
+    memory: Callable[[], EncryptedMemory | MountedMemory], command: Callable[[EncryptedMemory | MountedMemory], str]
+) -> "CallToolResult":
     """Run one command (in a worker thread); its string, or its error as an ``isError`` result.
 
     The result is built here rather than left to ``MCPServer``, which would prefix an error
@@ -142,12 +145,12 @@ class _Once:
     A failure is not remembered: the next call tries again (after the user fixed a setting).
     """
 
-    def __init__(self, open_memory: Callable[[], EncryptedMemory]) -> None:
+    def __init__(self, open_memory: Callable[[], EncryptedMemory | MountedMemory]) -> None:
         self._open = open_memory
-        self._memory: EncryptedMemory | None = None
+        self._memory: EncryptedMemory | MountedMemory | None = None
         self._lock = threading.Lock()
 
-    def __call__(self) -> EncryptedMemory:
+    def __call__(self) -> EncryptedMemory | MountedMemory:
         with self._lock:
             if self._memory is None:
                 self._memory = self._open()
@@ -209,7 +212,7 @@ def _history_text(path: str, entries: Sequence[MemoryVersion]) -> str:
     return f"History of {_one_line(path)}, newest first ({len(entries)} version(s)):\n" + "\n".join(lines)
 
 
-def _version_text(memory: EncryptedMemory, path: str, version: str) -> str:
+def _version_text(memory: EncryptedMemory | MountedMemory, path: str, version: str) -> str:
     text = memory.read_version(path, version)
     limit = memory.limits.max_view_chars
     head = f"Here's version {_one_line(version)} of {_one_line(path)}"
@@ -221,7 +224,7 @@ def _version_text(memory: EncryptedMemory, path: str, version: str) -> str:
     )
 
 
-def _log_text(memory: EncryptedMemory, path_prefix: str, limit: int, **filters: Any) -> str:
+def _log_text(memory: EncryptedMemory | MountedMemory, path_prefix: str, limit: int, **filters: Any) -> str:
     if not 1 <= limit <= MAX_LOG_LIMIT:
         raise InvalidCommandError(f"Error: limit must be between 1 and {MAX_LOG_LIMIT}, not {limit}")
     for name in ("since", "until"):
@@ -249,7 +252,9 @@ def allow_restore_from_environment(environ: Mapping[str, str] | None = None) -> 
     return value.lower() in ("1", "true", "yes")
 
 
-def build_server(open_memory: Callable[[], EncryptedMemory], *, allow_restore: bool = False) -> "MCPServer[Any]":
+def build_server(
+    open_memory: Callable[[], EncryptedMemory | MountedMemory], *, allow_restore: bool = False
+) -> "MCPServer[Any]":
     """An MCP server with the six memory tools over the memory ``open_memory()`` returns, and the
     read-only history tools (``memory_restore`` too with ``allow_restore``).
 
@@ -278,7 +283,7 @@ def build_server(open_memory: Callable[[], EncryptedMemory], *, allow_restore: b
         log_level="WARNING",  # INFO would log each refused command, with the model's text, on stderr
     )
 
-    async def run(command: Callable[[EncryptedMemory], str]) -> CallToolResult:
+    async def run(command: Callable[[EncryptedMemory | MountedMemory], str]) -> CallToolResult:
         return await anyio.to_thread.run_sync(functools.partial(_answer, memory, command))
 
     # Annotations evaluated here, at definition (this module has no `from __future__ import
@@ -480,12 +485,12 @@ def serve_stdio(
             allow_restore = allow_restore_from_environment()
         except ConfigurationError as error:
             allow_restore, configuration_error = False, configuration_error or error
-    opened: list[EncryptedMemory] = []
+    opened: list[EncryptedMemory | MountedMemory] = []
 
-    def open_memory() -> EncryptedMemory:
+    def open_memory() -> EncryptedMemory | MountedMemory:
         if configuration_error is not None or settings is None:
             raise configuration_error or ConfigurationError("no settings")
-        memory = settings.open(actor="mcp")
+        memory = settings.open_tree(actor="mcp")
         opened.append(memory)
         return memory
 
