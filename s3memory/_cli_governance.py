@@ -277,14 +277,23 @@ def erase_user(ctx: click.Context, yes: bool) -> None:
 @click.option("--allow-erase", is_flag=True, help="also allow deleting object versions (for erase-user and redact)")
 @click.option("--noncurrent-days", default=30, show_default=True, type=click.IntRange(1), help="keep old versions")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="write one JSON file per document")
+@click.option(
+    "--read-only-mount",
+    "read_only_mounts",
+    multiple=True,
+    metavar="USER",
+    help="the user id of a store mounted read-only: every session may read it, none write it (repeatable)",
+)
 @click.pass_context
 def policy(ctx: click.Context, /, **options: Any) -> None:
     """Print the IAM, KMS and lifecycle documents that make AWS enforce tenant isolation.
 
     Uses --bucket, --prefix and --key-mode. Each user's session may touch only
     {prefix}${aws:PrincipalTag/s3memory-user}/memories/ and /.s3memory/, and use the KMS
-    key only under its own tenant's and this deployment's encryption context. See
-    SECURITY.md, "Isolation that AWS enforces". The output is JSON, with or without --json.
+    key only under its own tenant's and this deployment's encryption context. Each
+    --read-only-mount store may be read by every session and written by none (nor may a
+    session be tagged as it): its own writer needs another role. See SECURITY.md,
+    "Isolation that AWS enforces". The output is JSON, with or without --json.
     """
     from ._policy import deployment_documents
 
@@ -305,6 +314,7 @@ def policy(ctx: click.Context, /, **options: Any) -> None:
             tag=options["tag"],
             allow_erase=options["allow_erase"],
             noncurrent_days=options["noncurrent_days"],
+            read_only_mounts=options["read_only_mounts"],
         )
     except S3MemoryError as error:
         _fail(error)

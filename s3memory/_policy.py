@@ -33,6 +33,13 @@ code asks for. The KMS key policy (:func:`kms_key_policy`) repeats the encryptio
 condition, so the key refuses other tenants even to a principal whose IAM policy is too
 broad; the key is administered by another principal that cannot use it.
 
+Stores mounted read-only (``Mount(access="read_only")``, shared reference material) are
+named by their literal user ids (``read_only_tenants`` / ``read_only_mounts``): every
+session may read them, and explicit Denies, which no Allow undoes, keep every session from
+writing or deleting their objects or making a KMS key under their context; the trust
+policy refuses a session tagged as one. So even a compromised function, which chooses the
+session's user, cannot write shared memory. Their content is written by another role.
+
 What this does not defend: the agent role chooses the user, so code running as the agent
 role (a compromised function) can still assume any user's session. Use
 :func:`iam_policy` with a literal ``tenant`` for a process that serves a single user.
@@ -47,6 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from ._access import ACCESS_MARKER_TAGS
@@ -60,7 +68,7 @@ from ._envelope import (
 )
 from ._errors import ConfigurationError
 from ._keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE
-from ._layout import INTERNAL_FOLDER, KEY_DOCUMENT_PURPOSES, MEMORY_FOLDER
+from ._layout import INTERNAL_FOLDER, KEY_DOCUMENT_PURPOSES, MEMORY_FOLDER, NAMES_KEY, TENANT_KEY, TenantLayout
 from ._paths import MAX_TENANT_LENGTH, RESERVED_SEGMENT, validate_prefix, validate_tenant
 
 POLICY_VERSION = "2012-10-17"
@@ -90,6 +98,17 @@ _DATA_KEY_CONTEXT = [CONTEXT_TENANT, CONTEXT_PREFIX, CONTEXT_PATH, KMS_RESERVED_
 # contain another's (the invariant of TenantLayout): no tenant id or prefix segment starts
 # with ".", and "memories" is neither a tenant id nor a prefix segment after the first.
 TENANT_SUBPREFIXES = (MEMORY_FOLDER, INTERNAL_FOLDER)
+# What a session may read of a store mounted read-only (``Mount(access="read_only")``): its
+# memory files, the key documents that open them (the tenant key; with encrypted names, the
+# names key) and its sealed search index. Not its history, history key, intents, access
+# markers or pending writes: a mount shows no history and records nothing.
+READ_ONLY_KEY_DOCUMENTS = (TENANT_KEY, NAMES_KEY)
+# What no session may do to a read-only store: any write, tag, ACL, retention or delete of
+# an object or of one of its versions, and restoring an archived one.
+_READ_ONLY_DENIED_S3_ACTIONS = ["s3:PutObject*", "s3:DeleteObject*", "s3:RestoreObject"]
+# ... nor make a key under its tenant's encryption context (a data key, a wrapped key, or a
+# ciphertext re-encrypted to it): what sealing a forged object for that store would need.
+_READ_ONLY_DENIED_KMS_ACTIONS = ["kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"]
 _KEY_ADMIN_ACTIONS = [
     "kms:Create*",
     "kms:Describe*",
@@ -202,6 +221,25 @@ def _key_mode(key_mode: object) -> str:
     return str(key_mode)
 
 
+def _read_only_tenants(tenants: object, *, what: str = "read_only_tenants") -> list[str]:
+    """The literal user ids of stores mounted read-only: validated, in order, each once.
+
+    A policy variable (``${aws:PrincipalTag/...}``) is refused: a store is read-only for
+    every session, so it is named, never derived from the session.
+    """
+    if isinstance(tenants, (str, bytes)) or not isinstance(tenants, Iterable):
+        raise ConfigurationError(f"{what} must be a list of user ids, not {tenants!r}")
+    checked: list[str] = []
+    for tenant in tenants:
+        if isinstance(tenant, str) and "${" in tenant:
+            raise ConfigurationError(
+                f"{what}: {tenant!r} is a policy variable; a read-only store is named by its literal user id"
+            )
+        if validate_tenant(tenant) not in checked:
+            checked.append(tenant)
+    return checked
+
+
 def _days(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"{what} must be a positive whole number of days, not {value!r}")
@@ -216,27 +254,32 @@ def _kms_statement(
     actions: list[str],
     context_keys: list[str],
     fixed: dict[str, Any],
-    tenant: str,
+    tenant: str | list[str],
     prefix: str,
     resource: str,
+    *,
+    making: bool = True,
 ) -> list[dict[str, Any]]:
     """Two statements: making keys needs this deployment in the context; reading them needs
     it when present (it is absent in what was written before deployments were bound), so
     another deployment's objects and keys, under the same bucket, key and user id, are
-    refused, and nothing new can be made unbound."""
+    refused, and nothing new can be made unbound. Without ``making``, only the second
+    (``{sid}Read``, ``kms:Decrypt``): what a read-only store's readers get."""
     deployment = {f"kms:EncryptionContext:{CONTEXT_PREFIX}": deployment_name(prefix)}
     context_shape = {"ForAllValues:StringEquals": {"kms:EncryptionContextKeys": list(context_keys)}}
     tenant_and_fixed = {f"kms:EncryptionContext:{CONTEXT_TENANT}": tenant, **fixed}
-    making = [action for action in actions if action != "kms:Decrypt"]
-    statements = [
-        {
-            "Sid": sid,
-            "Effect": "Allow",
-            "Action": making,
-            "Resource": resource,
-            "Condition": {"StringEquals": {**tenant_and_fixed, **deployment}, **context_shape},
-        }
-    ]
+    makes = [action for action in actions if action != "kms:Decrypt"]
+    statements = []
+    if making:
+        statements.append(
+            {
+                "Sid": sid,
+                "Effect": "Allow",
+                "Action": makes,
+                "Resource": resource,
+                "Condition": {"StringEquals": {**tenant_and_fixed, **deployment}, **context_shape},
+            }
+        )
     if "kms:Decrypt" in actions:
         statements.append(
             {
@@ -280,6 +323,96 @@ def _kms_statements(tenant: str, prefix: str, key_mode: str, resource: str) -> l
     return [*data, *wrapped]
 
 
+def _read_only_kms_statements(tenants: list[str], prefix: str, key_mode: str, resource: str) -> list[dict[str, Any]]:
+    """For stores mounted read-only: ``kms:Decrypt`` only, under their tenants' and this
+    deployment's context, in the shapes s3memory sends in ``key_mode`` (a key document's
+    wrapped key: the tenant key or the names key; in kms mode, an object's data key, which
+    is also the shape of the sealed search index's). Never Encrypt or GenerateDataKey."""
+    wrapped = _kms_statement(
+        "ReadOnlyMountKeys",
+        ["kms:Decrypt"],
+        _WRAPPED_KEY_CONTEXT,
+        {f"kms:EncryptionContext:{CONTEXT_PURPOSE}": list(READ_ONLY_KEY_DOCUMENTS)},
+        list(tenants),
+        prefix,
+        resource,
+        making=False,
+    )
+    if key_mode == "tenant":
+        return wrapped
+    data = _kms_statement(
+        "ReadOnlyMountDataKeys",
+        ["kms:Decrypt"],
+        _DATA_KEY_CONTEXT,
+        {f"kms:EncryptionContext:{KMS_RESERVED_CONTEXT_KEY}": str(SUITE_ID)},
+        list(tenants),
+        prefix,
+        resource,
+        making=False,
+    )
+    return [*data, *wrapped]
+
+
+def _read_only_kms_deny(tenants: list[str], resource: str) -> dict[str, Any]:
+    """No key made under a read-only store's tenant context, in any deployment or shape."""
+    return {
+        "Sid": "DenyKeyMakingForReadOnlyMounts",
+        "Effect": "Deny",
+        "Action": list(_READ_ONLY_DENIED_KMS_ACTIONS),
+        "Resource": resource,
+        "Condition": {"StringEquals": {f"kms:EncryptionContext:{CONTEXT_TENANT}": list(tenants)}},
+    }
+
+
+def _read_only_s3_statements(
+    tenants: list[str], prefix: str, bucket_arn: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Reading read-only stores' objects (two Allows), and writing or deleting them (a Deny).
+
+    Each store is the :class:`TenantLayout` of its tenant in this deployment. The reads:
+    ``s3:GetObject`` (also HEAD) of its memory files, of the key documents that open them
+    and of its search index, never of a version; ``s3:ListBucket`` with ``s3:prefix`` at or
+    under its memory folder, or exactly a key document or under the index folder (what the
+    store lists to tell a missing object from a refused one, ``S3Store._missing_or_raise``).
+    The Deny covers both sub-prefixes, never ``{prefix}{tenant}/`` itself, which could hold
+    another deployment's objects.
+    """
+    layouts = [TenantLayout(tenant, prefix) for tenant in tenants]
+    # The same patterns for both: "*" also matches nothing (the folder itself); a key
+    # document is named exactly.
+    readable = [
+        key
+        for layout in layouts
+        for key in (
+            f"{layout.memory_prefix}*",
+            *(layout.key_document(purpose) for purpose in READ_ONLY_KEY_DOCUMENTS),
+            f"{layout.index_prefix}*",
+        )
+    ]
+    reads: list[dict[str, Any]] = [
+        {
+            "Sid": "ReadOnlyMountObjects",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject"],
+            "Resource": [f"{bucket_arn}/{key}" for key in readable],
+        },
+        {
+            "Sid": "ReadOnlyMountListing",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket"],
+            "Resource": bucket_arn,
+            "Condition": {"StringLike": {"s3:prefix": readable}},
+        },
+    ]
+    deny: dict[str, Any] = {
+        "Sid": "DenyWritesToReadOnlyMounts",
+        "Effect": "Deny",
+        "Action": list(_READ_ONLY_DENIED_S3_ACTIONS),
+        "Resource": [f"{bucket_arn}/{owned}*" for layout in layouts for owned in layout.owned_prefixes],
+    }
+    return reads, deny
+
+
 def _with_principal(statement: dict[str, Any], principal: str) -> dict[str, Any]:
     head = {"Sid": statement["Sid"], "Effect": statement["Effect"], "Principal": {"AWS": principal}}
     return {**head, **statement}
@@ -294,6 +427,7 @@ def iam_policy(
     key_mode: str = "tenant",
     allow_erase: bool = False,
     partition: str = "aws",
+    read_only_tenants: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The identity policy of the role s3memory runs as, scoped to one tenant.
 
@@ -330,16 +464,30 @@ def iam_policy(
             user restore what was overwritten or deleted: for an administrative role, not
             for the role agents run as.
         partition: the AWS partition of the ARNs.
+        read_only_tenants: literal user ids of stores mounted read-only
+            (``Mount(access="read_only")``) in this deployment. Every session may read them
+            (``s3:GetObject`` of their memory files, the tenant and names key documents and
+            the search index under ``.s3memory/index/``; ``s3:ListBucket`` there; and, with
+            ``kms_key_arn``, ``kms:Decrypt`` only, under their tenant's and this
+            deployment's context), and is explicitly denied writing, tagging or deleting
+            anything under their two sub-prefixes (any version) and making a key under their
+            tenant's context (Encrypt, GenerateDataKey*, ReEncrypt*). No history, no
+            listing of versions or of ``.s3memory/``. Each store is written by another role
+            (this function with ``tenant="<its id>"``); pair this with
+            :func:`trust_policy`'s ``reserved_tenants`` so that no session is tagged as one.
 
     Raises:
-        ConfigurationError: for an invalid bucket name, prefix, tenant, tag name, key ARN
-            or key mode.
+        ConfigurationError: for an invalid bucket name, prefix, tenant, tag name, key ARN,
+            key mode or read-only tenant (or the policy's own literal tenant among them).
     """
     bucket = _bucket(bucket)
     prefix = validate_prefix(prefix)
     tenant, tag = _tenant(tenant)
     key_mode = _key_mode(key_mode)
     partition = _partition(partition)
+    read_only = _read_only_tenants(read_only_tenants)
+    if tenant in read_only:
+        raise ConfigurationError(f"tenant {tenant!r} cannot be read-only to itself: its own role writes it")
     bucket_arn = f"arn:{partition}:s3:::{bucket}"
     tenant_prefixes = [f"{prefix}{tenant}/{sub}" for sub in TENANT_SUBPREFIXES]
     tenant_objects = [f"{bucket_arn}/{p}*" for p in tenant_prefixes]
@@ -392,6 +540,15 @@ def iam_policy(
                 "Resource": tenant_objects,
             }
         )
+    if read_only:
+        # Every session of the role, whoever it is tagged as: reads granted, writes denied.
+        reads, denied_writes = _read_only_s3_statements(read_only, prefix, bucket_arn)
+        statements += reads
+        if kms_key_arn is not None:
+            statements += _read_only_kms_statements(read_only, prefix, key_mode, kms_key_arn)
+        statements.append(denied_writes)
+        if kms_key_arn is not None:
+            statements.append(_read_only_kms_deny(read_only, kms_key_arn))
     statements.append(
         {
             "Sid": "DenyInsecureTransport",
@@ -423,6 +580,7 @@ def kms_key_policy(
     tenant: str = PRINCIPAL_TAG_TENANT,
     key_mode: str = "tenant",
     prefix: str = "",
+    read_only_tenants: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The key policy of the KMS key that wraps s3memory's keys.
 
@@ -439,8 +597,15 @@ def kms_key_policy(
     use it.) A key shared by deployments with different prefixes needs a statement per
     deployment (each role's, from this function with its prefix).
 
+    With ``read_only_tenants`` (see :func:`iam_policy`), the memory role may also
+    ``kms:Decrypt``, and only that, under those tenants' and this deployment's context, and
+    is explicitly denied making a key under those tenants' context. The role that writes a
+    read-only store needs its own statements in this policy (this function with its
+    ``user_role_arn`` and ``tenant``): the Deny names only ``user_role_arn``.
+
     Raises:
-        ConfigurationError: for an invalid account id, ARN, tenant, prefix or key mode.
+        ConfigurationError: for an invalid account id, ARN, tenant, prefix, key mode or
+            read-only tenant.
     """
     if not isinstance(account_id, str) or not _ACCOUNT_RE.fullmatch(account_id):
         raise ConfigurationError(f"account_id {account_id!r} must be 12 digits")
@@ -455,6 +620,14 @@ def kms_key_policy(
     tenant, _ = _tenant(tenant)
     key_mode = _key_mode(key_mode)
     prefix = validate_prefix(prefix)
+    read_only = _read_only_tenants(read_only_tenants)
+    if tenant in read_only:
+        raise ConfigurationError(f"tenant {tenant!r} cannot be read-only to itself: its own role writes it")
+    read_only_statements = (
+        [*_read_only_kms_statements(read_only, prefix, key_mode, "*"), _read_only_kms_deny(read_only, "*")]
+        if read_only
+        else []
+    )
     return {
         "Version": POLICY_VERSION,
         "Statement": [
@@ -467,7 +640,7 @@ def kms_key_policy(
             },
             *(
                 _with_principal(statement, user_role_arn)
-                for statement in _kms_statements(tenant, prefix, key_mode, "*")
+                for statement in [*_kms_statements(tenant, prefix, key_mode, "*"), *read_only_statements]
             ),
         ],
     }
@@ -499,7 +672,9 @@ def assume_role_request(
     return {"RoleArn": role_arn, "RoleSessionName": name, "DurationSeconds": duration_seconds, "Tags": tags}
 
 
-def trust_policy(*, agent_role_arn: str, tag: str = DEFAULT_TAG) -> dict[str, Any]:
+def trust_policy(
+    *, agent_role_arn: str, tag: str = DEFAULT_TAG, reserved_tenants: Iterable[str] = ()
+) -> dict[str, Any]:
     """The memory role's trust policy: only the agent role, and only tagging one valid user.
 
     ``sts:AssumeRole`` and ``sts:TagSession`` are allowed only when the request sets the tag
@@ -511,11 +686,28 @@ def trust_policy(*, agent_role_arn: str, tag: str = DEFAULT_TAG) -> dict[str, An
     the reserved ``memories`` in any case. With the characters AWS allows in a tag value,
     that leaves exactly the valid user ids plus values with non-ASCII letters, digits or
     spaces, which only the code (:func:`session_tags`, ``validate_tenant``) refuses.
+
+    ``reserved_tenants`` (literal user ids: the stores mounted read-only, see
+    :func:`iam_policy`) are denied too, exactly (tenant ids are case-sensitive), so no
+    session of the memory role is tagged as a shared store: its own statements would let
+    it write the store.
     """
     _arn(agent_role_arn, _ROLE_ARN_RE, "agent_role_arn")
     tag = validate_tag(tag)
+    reserved = _read_only_tenants(reserved_tenants, what="reserved_tenants")
     principal = {"AWS": agent_role_arn}
     request_tag = f"aws:RequestTag/{tag}"
+    reserved_statements: list[dict[str, Any]] = []
+    if reserved:
+        reserved_statements.append(
+            {
+                "Sid": "DenyReadOnlyMountTenants",
+                "Effect": "Deny",
+                "Principal": principal,
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {"StringEquals": {request_tag: reserved}},
+            }
+        )
     return {
         "Version": POLICY_VERSION,
         "Statement": [
@@ -550,6 +742,7 @@ def trust_policy(*, agent_role_arn: str, tag: str = DEFAULT_TAG) -> dict[str, An
                 "Action": ["sts:AssumeRole", "sts:TagSession"],
                 "Condition": {"StringEqualsIgnoreCase": {request_tag: RESERVED_SEGMENT}},
             },
+            *reserved_statements,
         ],
     }
 
@@ -637,6 +830,7 @@ def deployment_documents(
     allow_erase: bool = False,
     noncurrent_days: int = 30,
     access_marker_days: int = 400,
+    read_only_mounts: Iterable[str] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every document of a deployment with one memory role shared by all users, by name.
 
@@ -649,6 +843,9 @@ def deployment_documents(
 
     The account and partition are those of ``memory_role_arn``. ``kms_key_arn`` adds the
     KMS statement to the role policy as well (the key policy alone already grants it).
+    ``read_only_mounts`` (literal user ids of stores mounted read-only by any user of the
+    deployment) go to the role policy and the key policy as ``read_only_tenants`` and to
+    the trust policy as ``reserved_tenants``.
 
     Raises:
         ConfigurationError: for any invalid name, ARN, prefix or number.
@@ -663,6 +860,7 @@ def deployment_documents(
     if kms_key_arn is not None and not use_kms:
         raise ConfigurationError("kms_key_arn was given with use_kms=False")
     tenant = principal_tag(tag)
+    read_only = _read_only_tenants(read_only_mounts, what="read_only_mounts")
     documents = {
         "memory-role-policy": iam_policy(
             bucket=bucket,
@@ -672,8 +870,9 @@ def deployment_documents(
             key_mode=key_mode,
             allow_erase=allow_erase,
             partition=partition,
+            read_only_tenants=read_only,
         ),
-        "memory-role-trust-policy": trust_policy(agent_role_arn=agent_role_arn, tag=tag),
+        "memory-role-trust-policy": trust_policy(agent_role_arn=agent_role_arn, tag=tag, reserved_tenants=read_only),
         "agent-role-policy": agent_role_policy(memory_role_arn=memory_role_arn),
     }
     if use_kms:
@@ -684,6 +883,7 @@ def deployment_documents(
             tenant=tenant,
             key_mode=key_mode,
             prefix=prefix,
+            read_only_tenants=read_only,
         )
     documents["bucket-lifecycle"] = lifecycle_configuration(
         prefix=prefix, noncurrent_days=noncurrent_days, access_marker_days=access_marker_days

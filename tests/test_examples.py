@@ -95,9 +95,12 @@ def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
     (assume,) = [s for s in agent if "sts:AssumeRole" in as_list(s["Action"])]
     assert assume["Resource"] == {"Fn::GetAtt": ["MemoryRole", "Arn"]}
     # The memory role: only the tagged user's objects, listing and KMS context; reading
-    # history (versions, and whether the bucket keeps them) but never deleting a version.
+    # history (versions, and whether the bucket keeps them) but never deleting a version;
+    # and reading, never writing, the store mounted read-only (standards).
     memory = role_statements(template, "MemoryRole")
-    grants = [s for s in memory if s["Effect"] == "Allow"]
+    read_only = [s for s in memory if s["Sid"].startswith("ReadOnlyMount")]
+    assert {a for s in read_only for a in as_list(s["Action"])} == {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"}
+    grants = [s for s in memory if s["Effect"] == "Allow" and s not in read_only]
     assert {a for s in grants for a in as_list(s["Action"])} == {
         "s3:GetObject",
         "s3:GetObjectVersion",
@@ -117,7 +120,12 @@ def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
             assert statement["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:s3:::${MemoryBucket}"}
             continue
         assert tag in json.dumps(statement).replace("${!", "${"), statement["Sid"]  # scoped to the user
-    assert {s["Sid"] for s in memory if s["Effect"] == "Deny"} == {"DenyInsecureTransport", "DenyUntaggedSessions"}
+    assert {s["Sid"] for s in memory if s["Effect"] == "Deny"} == {
+        "DenyInsecureTransport",
+        "DenyUntaggedSessions",
+        "DenyWritesToReadOnlyMounts",
+        "DenyKeyMakingForReadOnlyMounts",
+    }
     trust = roles["MemoryRole"]["AssumeRolePolicyDocument"]["Statement"]
     assert all(s["Principal"] == {"AWS": {"Fn::GetAtt": ["AgentRole", "Arn"]}} for s in trust)
     (tagging,) = [s for s in trust if s["Action"] == "sts:TagSession"]
@@ -128,10 +136,14 @@ def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
     uses = [
         s for s in key["KeyPolicy"]["Statement"] if any(a in as_list(s["Action"]) for a in ("kms:Decrypt", "kms:*"))
     ]
-    assert [s["Principal"] for s in uses] == [{"AWS": {"Fn::GetAtt": ["MemoryRole", "Arn"]}}]
-    assert uses[0]["Action"] == ["kms:Decrypt"]
+    memory_role = {"AWS": {"Fn::GetAtt": ["MemoryRole", "Arn"]}}
+    assert [s["Principal"] for s in uses] == [memory_role, memory_role]
+    assert all(s["Action"] == ["kms:Decrypt"] for s in uses)
     assert uses[0]["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:tenant"] == tag
-    makes = [s for s in key["KeyPolicy"]["Statement"] if "kms:Encrypt" in as_list(s["Action"])]
+    assert uses[1]["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:tenant"] == ["standards"]
+    makes = [
+        s for s in key["KeyPolicy"]["Statement"] if "kms:Encrypt" in as_list(s["Action"]) and s["Effect"] == "Allow"
+    ]
     assert [s["Principal"] for s in makes] == [{"AWS": {"Fn::GetAtt": ["MemoryRole", "Arn"]}}]
     assert makes[0]["Condition"]["StringEquals"]["kms:EncryptionContext:s3memory:tenant"] == tag
 

@@ -23,6 +23,12 @@ EXAMPLE: dict[str, Any] = {
     "memory_role_arn": "arn:aws:iam::123456789012:role/s3memory-memory",
     "agent_role_arn": "arn:aws:iam::123456789012:role/s3memory-agent",
     "kms_key_arn": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+    # One store mounted read-only by every user (Mount("standards", "standards")): every
+    # session may read it, none may write it or be tagged as it. Its content is written by
+    # another role, outside this template: iam_policy(tenant="standards"), plus its
+    # kms_key_policy statements in the key policy. A template over several such stores would
+    # need Fn::ForEach; regenerate with your list instead.
+    "read_only_mounts": ["standards"],
 }
 # What each example value is in template.json.
 RESOURCES = {
