@@ -9,7 +9,7 @@ One tenant owns two key prefixes, and nothing outside them::
     {prefix}{tenant}/.s3memory/intents/rename-{tag}   a rename's intent record (``_rename``)
     {prefix}{tenant}/.s3memory/access/{hash}          a read's marker (``_access``, ``_expiry``)
     {prefix}{tenant}/.s3memory/history/{tag}/{time}-{id}  a change's record (``_records``)
-    {prefix}{tenant}/.s3memory/index/                 reserved for a sealed search index
+    {prefix}{tenant}/.s3memory/index/v1               the sealed search index (``_index``)
 
 The internal families are disjoint: a key document's name is one segment ending ``-key``
 directly under ``.s3memory/``; every other family is a folder whose names never end so
@@ -59,6 +59,8 @@ ACCESS_MARKERS_FOLDER = "access/"
 HISTORY_FOLDER = "history/"
 INDEX_FOLDER = "index/"
 PENDING_FOLDER = "pending/"
+#: The search index's object under the index folder (a later format takes another name).
+INDEX_OBJECT = "v1"
 INTERNAL_FOLDERS = (INTENTS_FOLDER, ACCESS_MARKERS_FOLDER, HISTORY_FOLDER, INDEX_FOLDER, PENDING_FOLDER)
 #: A pending write's id: random, lowercase hex (what ``pending_key`` accepts, so no id escapes its folder).
 PENDING_ID = re.compile(r"[0-9a-f]{16}")
@@ -218,8 +220,14 @@ class TenantLayout:
 
     @property
     def index_prefix(self) -> str:
-        """Reserved for a sealed search index (nothing is written here yet)."""
+        """The folder of the sealed search index (``_index``): what redaction purges."""
         return self.internal_prefix + INDEX_FOLDER
+
+    @property
+    def index_key(self) -> str:
+        """The sealed search index of the tenant's files (``_index``): one object, every
+        file's text under one data key of its own, bound to a name no memory path can have."""
+        return self.index_prefix + INDEX_OBJECT
 
     # -- memory files ---------------------------------------------------------------------
     def key_for(self, path: MemoryPath) -> str:

@@ -14,7 +14,7 @@ bodies stay as they are); what changes is the tenant key that wraps it. One run:
    If the document already has retired keys, a rotation is under way: the run resumes it
    and does not start another.
 2. Re-wrap: every object of the tenant (memory files and internal records such as rename
-   intents; not the key documents) is listed, then, concurrently, HEAD and, if
+   intents and the search index; not the key documents) is listed, then, concurrently, HEAD and, if
    its key id is not the current one, its data key is unwrapped with the retired key and
    wrapped with the new one, and the object is copied onto itself with the new metadata
    (``CopyObject``, ``MetadataDirective=REPLACE``, ``x-amz-copy-source-if-match`` the HEAD's
@@ -112,6 +112,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from . import _envelope as envelope
+from . import _index
 from ._errors import (
     ConfigurationError,
     ForeignObjectError,
@@ -813,9 +814,11 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
 
 def _evict(memory: EncryptedMemory) -> None:
     """Forget the user's keys in this process: the tenant key (or KMS data keys) and any
-    other key document cached under the same convention (the names key)."""
+    other key document cached under the same convention (the names key); and the text of
+    its files this process holds for search."""
     layout = memory.layout
     memory.keyring.forget(layout.tenant)
+    _index.forget(memory.store, layout)  # the plaintext snapshot of its search index
     cache = memory.keyring.key_cache
     if cache is not None:
         cache.discard_matching(lambda key: is_key_document_cache_key(key, layout.internal_prefix))

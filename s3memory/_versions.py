@@ -4,7 +4,8 @@
 A version is found through the file's history, so that one from before a rename (stored
 under the old path's key, bound to the old path) is read where it is. Restoring writes its
 text back as the newest version with compare-and-swap; redacting deletes its ciphertext for
-good after a sealed record has kept who made it and when.
+good after a sealed record has kept who made it and when, and with it every version of the
+search index (``_index``), which may hold that text too.
 """
 
 from __future__ import annotations
@@ -170,5 +171,10 @@ def redact(files: SealedFiles, path: MemoryPath, version: str) -> str:
     # The record first, so that who and when survive whatever happens next.
     record = {"op": "redacted", "path": entry.path, "version": version, "etag": etag, "original": original}
     _records.sealer(files, [where]).write(record)
+    # The search index holds the text of every file as it was when each index version was
+    # written, this version's perhaps among them: every version of it goes first (it is
+    # rebuilt lazily from the current files, which this version is not). Before the
+    # version itself, so that a failure here leaves the redaction to be run again.
+    files.store.purge(files.layout.index_prefix)
     files.store.delete_version(key, version)
     return f"Redacted version {version} of {entry.path}"

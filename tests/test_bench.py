@@ -36,3 +36,38 @@ def test_benchmark_small_run(
     assert by_key[("obvious (S3EC + KMS, sequential)", "str_replace")]["kms_calls"] == "2"
     assert (tmp_path / "latest.md").read_text().startswith("Simulated network: 1 ms per request")
     sys.modules.pop("run", None)
+
+
+def test_search_benchmark_holds_the_budget(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/search.py, small: a warm search with nothing changed is one round trip, with
+    files changed at most three (four in KMS mode for files another process wrote: each
+    needs a KMS Decrypt after its GET, before the write-back)."""
+    import re
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import search
+
+    try:
+        assert search.main(["--rtt-ms", "20", "--files", "120"]) == 0
+    finally:
+        sys.modules.pop("search", None)
+        sys.modules.pop("history", None)
+    out = capsys.readouterr().out
+    trips = {
+        (match.group(1), match.group(2)): int(match.group(3))
+        for match in re.finditer(r"^(tenant|kms)\s+(.+?)\s+(\d+) RT ", out, flags=re.MULTILINE)
+    }
+    assert len(trips) == 2 * 10
+    for mode in ("tenant", "kms"):
+        assert trips[(mode, "warm, nothing changed")] == 1
+        assert trips[(mode, "8 stores, warm, nothing changed")] == 1
+        assert trips[(mode, "warm, 10 files changed by this process")] <= 3
+        assert trips[(mode, "warm, index replaced by another process (10 changed)")] <= 3
+        assert trips[(mode, "read-only mount, 10 changed (no write-back)")] <= 3
+        assert trips[(mode, "cold process, index current")] <= 2  # the tenant key or the index's data key: KMS
+    for scenario in ("warm, 1 file changed by another process", "warm, 50 files changed by another process"):
+        assert trips[("tenant", scenario)] <= 3
+        assert trips[("kms", scenario)] <= 4
+    # Without the index, every file is read: 120 GETs in two waves of 64.
+    assert trips[("tenant", "baseline: read every file, no index")] >= 3
+    assert "within budget" in out

@@ -14,6 +14,7 @@ import pytest
 
 import s3memory
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, PathNotFoundError, TenantLayout, open_memory
+from s3memory._index import current_files
 from s3memory._layout import (
     HISTORY_KEY,
     INTERNAL_FOLDERS,
@@ -42,6 +43,8 @@ def family(layout: TenantLayout, key: str) -> str:
         return "history record"
     if key.startswith(layout.pending_prefix):
         return "pending write"
+    if key == layout.index_key:
+        return "search index"
     return "unknown"
 
 
@@ -62,6 +65,10 @@ def test_the_internal_families_cannot_collide() -> None:
         layout.index_prefix,
         layout.pending_prefix,
     ]
+    assert layout.index_key == "app/alice/.s3memory/index/v1"
+    assert layout.index_key.startswith(layout.index_prefix)
+    assert layout.key_document_purpose(layout.index_key) is None and not layout.is_history_record(layout.index_key)
+    assert layout.path_for_key(layout.index_key) is None
     for prefix in prefixes:
         assert prefix.startswith(layout.internal_prefix)
         assert not any(document.startswith(prefix) for document in documents)
@@ -86,6 +93,7 @@ def test_internal_keys_are_as_frozen() -> None:
     assert layout.access_marker_key("alice/memories/a.md") == (
         "alice/.s3memory/access/" + hashlib.sha256(b"alice/memories/a.md").hexdigest()[:32]
     )
+    assert layout.index_key == "alice/.s3memory/index/v1"
 
 
 @pytest.mark.parametrize("encrypt_names", [False, True])
@@ -108,9 +116,10 @@ def test_every_object_a_workload_leaves_is_one_the_layout_names(encrypt_names: b
     memory.create("/memories/c.md", "c\n")
     record = memory.layout.rename_intent_key("f" * 40)
     store.put(record, b"", {})
+    assert current_files(memory.files)  # the search index
     families = {key: family(memory.layout, key) for key in (info.key for info in store.list(""))}
     assert "unknown" not in families.values(), families
-    expected = {"file", TENANT_KEY, HISTORY_KEY, "access marker", "intent", "history record"} | (
+    expected = {"file", TENANT_KEY, HISTORY_KEY, "access marker", "intent", "history record", "search index"} | (
         {NAMES_KEY} if encrypt_names else set()
     )
     assert set(families.values()) == expected
