@@ -131,7 +131,7 @@ class S3Store(ObjectStore):
             self._missing_or_raise(exc, key)
             return None
         body = self._body(response, key, max_bytes)
-        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})))
+        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})), _seconds(response))
 
     def _body(self, response: Mapping[str, Any], key: str, max_bytes: int | None) -> bytes:
         """The body of a ``GetObject`` answer, read at most one byte past ``max_bytes``."""
