@@ -4,6 +4,11 @@ Both run one job per file concurrently (:func:`_bulk`) and report each file's fa
 summary (:func:`_report`). Local files are reached only through descriptors, one path segment
 at a time with ``O_NOFOLLOW`` (:func:`_open_folder`): a symlink swapped in while they run is
 refused, never followed. ``cli`` registers :data:`COMMANDS` on its group.
+
+Each reads and writes two formats (``--format``): a folder of text files, and a Managed Agents
+memory store export (JSON Lines, parsed and written by the pure ``_interchange``; imported
+through the management API, ``_manage``). The module is longer than 400 lines, kept whole:
+both formats share the commands, the concurrent runner, the report and the 0600 file writer.
 """
 
 from __future__ import annotations
@@ -35,7 +40,12 @@ from ._cli_output import (
     _status,
     printable,
 )
-from ._errors import PathExistsError, S3MemoryError
+from ._errors import InvalidPathError, PathExistsError, PreconditionFailedError, S3MemoryError
+from ._interchange import MANAGED_MAX_BYTES, ManagedMemory, format_managed, read_managed
+from ._manage import MemoryAdmin, NotExists
+from ._paths import parse_path
+
+FORMATS = ("folder", "managed")  # import and export --format
 
 
 class _Skipped(Exception):
@@ -96,13 +106,21 @@ def _report(
     *,
     kept: Sequence[str] = (),
     kept_label: str = "",
+    unit: str = "file(s)",
+    skipped: Sequence[str] = (),
+    skipped_label: str = "",
+    failed_entry: Callable[[str, str, int], dict[str, Any]] | None = None,
+    summary_on_stderr: bool = False,
 ) -> None:
     """Print what a bulk command did: each failure (stderr) and a summary (stdout), or the JSON
-    ``document`` with ``failed``; exit with the worst failure's status (storage outranks refusal)."""
+    ``document`` with ``failed``; exit with the worst failure's status (storage outranks refusal).
+    ``kept`` and ``skipped`` are counted, not failures (``kept`` is named with --verbose); the
+    summary goes to stderr where stdout carries the export itself."""
     state = _state(ctx)
     explained = [(name, *_explain(error)) for name, error in failures]
     if state.json:
-        document["failed"] = [{"path": name, "error": message, "status": status} for name, message, status in explained]
+        entry = failed_entry or (lambda name, message, status: {"path": name, "error": message, "status": status})
+        document["failed"] = [entry(name, message, status) for name, message, status in explained]
         _print_json(document)
     else:
         if state.verbose:
@@ -111,16 +129,18 @@ def _report(
         for name, message, _ in explained:
             click.echo(f"{printable(name, name=True)}: {printable(message)}", err=True)
         if not state.quiet:
-            done = total - len(failures) - len(kept)
+            done = total - len(failures) - len(kept) - len(skipped)
             not_text = sum(isinstance(error, _NotText) for _, error in failures)
-            parts = [f"{summary}: {done} of {total} file(s)"]
+            parts = [f"{summary}: {done} of {total} {unit}"]
             if kept:
                 parts.append(f"{len(kept)} {kept_label}")
+            if skipped:
+                parts.append(f"{len(skipped)} {skipped_label}")
             if not_text:
                 parts.append(f"{not_text} not UTF-8 text (skipped)")
             if len(failures) > not_text:
                 parts.append(f"{len(failures) - not_text} failed")
-            click.echo(", ".join(parts))
+            click.echo(", ".join(parts), err=summary_on_stderr)
     if explained:
         sys.exit(max(status for _, _, status in explained))
 
@@ -230,12 +250,23 @@ def _local_files(top: int) -> Iterator[tuple[str, ...]]:
 
 
 @_command("import", json_output=True)
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("source", metavar="DIRECTORY|FILE", required=False, type=click.Path())
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="folder",
+    show_default=True,
+    help="folder: DIRECTORY of text files; managed: FILE (- for standard input), a Managed Agents "
+    'memory store export: JSON Lines, a JSON array or a {"data": [...]} page',
+)
 @click.option("--to", "target", default=ROOT, show_default=True, help="memory directory to import into")
+@click.option("--replace", is_flag=True, help="--format managed: overwrite memory files that exist")
 @click.option("--workers", default=16, show_default=True, type=click.IntRange(1, 64), help="concurrent requests")
 @click.pass_context
-def import_(ctx: click.Context, directory: Path, target: str, workers: int) -> None:
-    """Create a memory file for every text file in DIRECTORY (hidden files and symlinks skipped).
+def import_(ctx: click.Context, source: str | None, format_: str, target: str, replace: bool, workers: int) -> None:
+    """Create a memory file for every text file in DIRECTORY (hidden files and symlinks skipped),
+    or with --format managed for every memory in FILE.
 
     Symlinks are never followed, even one swapped in while the import runs. A memory file that
     already exists is kept, never overwritten, and only counted (listed with --verbose), so an
@@ -243,12 +274,28 @@ def import_(ctx: click.Context, directory: Path, target: str, workers: int) -> N
     is not a regular file is reported and skipped; any such failure makes the exit status
     non-zero. Ctrl-C stops it (exit 130): files being written finish, the others are not started.
 
+    With --format managed, a memory's path is rooted at the store: /x.md becomes --to/x.md.
+    content_sha256 and size_bytes are checked when present, other fields are ignored, and a
+    memory whose content is null (redacted) is counted and skipped. Each memory refused (bad
+    JSON, a mismatch, a path refused, a duplicate, a secret the guard refuses...) is reported
+    by its line (or item) number, the others are imported, and the exit status is non-zero.
+    --replace overwrites memory files that exist.
+
     \b
     --json: {"directory": ..., "to": ..., "files": N, "imported": N,
              "already_existed": [path, ...], "not_text": [path, ...],
              "failed": [{"path": ..., "error": ..., "status": exit status}]}
     ("failed" lists the files of "not_text" too).
+    --format managed --json: {"file": ..., "format": "managed", "to": ..., "memories": N,
+             "imported": N, "already_existed": [path, ...], "redacted": [where, ...],
+             "failed": [{"at": "line N", "path": ..., "error": ..., "status": exit status}]}
     """
+    if format_ == "managed":
+        _import_managed(ctx, _managed_file(ctx, source, reading=True), target, replace=replace, workers=workers)
+        return
+    if replace:
+        raise click.UsageError("--replace is for --format managed; a folder import never overwrites", ctx)
+    directory = _folder(ctx, source, exists=True)
     _check_local_files_supported()
     base = target.rstrip("/")
     try:
@@ -327,13 +374,23 @@ def _write_local_file(folder: int, name: str, data: bytes, *, replace: bool, sho
 
 
 @_command(json_output=True)
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("destination", metavar="DIRECTORY|FILE", required=False, type=click.Path())
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="folder",
+    show_default=True,
+    help="folder: a file in DIRECTORY for each memory file; managed: FILE (- or none for standard "
+    "output), a Managed Agents memory store export in JSON Lines",
+)
 @click.option("--from", "source", default=ROOT, show_default=True, help="memory directory to export")
 @click.option("--force", is_flag=True, help="replace local files that already exist")
 @click.option("--workers", default=16, show_default=True, type=click.IntRange(1, 64), help="concurrent requests")
 @click.pass_context
-def export(ctx: click.Context, directory: Path, source: str, force: bool, workers: int) -> None:
-    """Decrypt every memory file below --from into DIRECTORY, keeping the tree.
+def export(ctx: click.Context, destination: str | None, format_: str, source: str, force: bool, workers: int) -> None:
+    """Decrypt every memory file below --from into DIRECTORY, keeping the tree, or with
+    --format managed into FILE.
 
     Files are written mode 0600 and folders made mode 0700, whatever the umask. Symlinks inside
     DIRECTORY are never followed. An existing file is kept unless --force, which replaces it
@@ -341,10 +398,22 @@ def export(ctx: click.Context, directory: Path, source: str, force: bool, worker
     makes the exit status non-zero. Ctrl-C stops it (exit 130): files being written finish,
     the others are not started.
 
+    With --format managed, FILE holds one memory a line, sorted by path, as
+    {"path": "/x.md", "content": ..., "content_sha256": ..., "size_bytes": N}, the path rooted
+    at --from; s3memory import --format managed reads it back. A memory over 100,000 bytes,
+    which a managed store may refuse, is warned about.
+
     \b
     --json: {"directory": ..., "from": ..., "files": N, "exported": N,
              "failed": [{"path": ..., "error": ..., "status": exit status}]}
+    --format managed --json (FILE only): {"file": ..., "format": "managed", "from": ...,
+             "memories": N, "exported": N, "over_100000_bytes": [path, ...],
+             "failed": [{"path": ..., "error": ..., "status": exit status}]}
     """
+    if format_ == "managed":
+        _export_managed(ctx, _managed_file(ctx, destination, reading=False), source, force=force, workers=workers)
+        return
+    directory = _folder(ctx, destination, exists=False)
     _check_local_files_supported()
     base = source.rstrip("/")
 
@@ -395,6 +464,171 @@ def _open_destination(directory: Path) -> int:
     except OSError as error:
         _die(f"cannot export to {directory}: {error.strerror or error}", EXIT_REFUSED)
     return top
+
+
+# -- the command line's DIRECTORY|FILE ---------------------------------------------------------
+def _argument(ctx: click.Context) -> click.Parameter:
+    return next(param for param in ctx.command.params if isinstance(param, click.Argument))
+
+
+def _folder(ctx: click.Context, value: str | None, *, exists: bool) -> Path:
+    """The DIRECTORY argument, checked as click checks a folder (a usage error, exit 2)."""
+    param = _argument(ctx)
+    if value is None:
+        raise click.MissingParameter(ctx=ctx, param=param, param_hint="'DIRECTORY'")
+    try:
+        click.Path(exists=exists, file_okay=False).convert(value, param, ctx)
+    except click.BadParameter as error:
+        error.param_hint = "'DIRECTORY'"
+        raise
+    return Path(value)
+
+
+def _managed_file(ctx: click.Context, value: str | None, *, reading: bool) -> str:
+    """The FILE argument of --format managed: ``-`` (or none, for export) is standard input or output."""
+    param = _argument(ctx)
+    if value is None and reading:
+        raise click.MissingParameter(ctx=ctx, param=param, param_hint="'FILE'")
+    if value is None or value == "-":
+        if reading and sys.stdin.isatty():
+            raise click.UsageError(
+                "give FILE, or pipe the export on standard input: s3memory import --format managed - < FILE", ctx
+            )
+        return "-"
+    try:
+        click.Path(exists=reading, dir_okay=False).convert(value, param, ctx)
+    except click.BadParameter as error:
+        error.param_hint = "'FILE'"
+        raise
+    return value
+
+
+def _memory_directory(path: str) -> str:
+    """``--to`` or ``--from`` of --format managed, checked once (not once per memory)."""
+    try:
+        return parse_path(path).display
+    except InvalidPathError as error:
+        _die(str(error), EXIT_REFUSED)
+
+
+# -- --format managed ---------------------------------------------------------------------------
+def _line_number(where: str) -> int:
+    return int(where.rsplit(" ", 1)[-1])
+
+
+def _import_managed(ctx: click.Context, file: str, target: str, *, replace: bool, workers: int) -> None:
+    """Write every memory of ``file`` below ``target`` through the management API."""
+    base = _memory_directory(target)
+    try:
+        if file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(file, "rb") as stream:
+                data = stream.read()
+    except OSError as error:
+        _die(f"cannot read {file}: {error.strerror or error}", EXIT_REFUSED)
+    with _memory(ctx) as memory:
+        found = read_managed(data, base=base, max_path_bytes=memory.limits.max_path_bytes)
+        admin = MemoryAdmin(memory)
+        precondition = None if replace else NotExists()
+
+        def write(path: str, text: str) -> Callable[[], object]:
+            return lambda: admin.write(path, text, precondition=precondition)
+
+        jobs = [(item.where, write(item.path, item.content)) for item in found.memories]
+        written = _bulk(ctx, f"importing into {base}", "imported", jobs, workers)
+    paths = {item.where: item.path for item in found.memories}
+    paths.update((refusal.where, refusal.path) for refusal in found.refused if refusal.path)
+    existing = [w for w, error in written if isinstance(error, PreconditionFailedError) and not replace]
+    failures = [(w, error) for w, error in written if w not in existing]
+    failures += [(refusal.where, _Skipped(refusal.message)) for refusal in found.refused]
+    failures.sort(key=lambda failure: _line_number(failure[0]))
+    document = {
+        "file": file,
+        "format": "managed",
+        "to": base,
+        "memories": found.records,
+        "imported": len(found.memories) - len(written),
+        "already_existed": [paths[w] for w in existing],
+        "redacted": found.redacted,
+    }
+    _report(
+        ctx,
+        "imported",
+        found.records,
+        failures,
+        document,
+        kept=[paths[w] for w in existing],
+        kept_label="already existed (kept)",
+        unit="memories",
+        skipped=found.redacted,
+        skipped_label="redacted (skipped)",
+        failed_entry=lambda w, message, status: {"at": w, "path": paths.get(w), "error": message, "status": status},
+    )
+
+
+def _export_managed(ctx: click.Context, file: str, source: str, *, force: bool, workers: int) -> None:
+    """Write every memory file below ``source`` to ``file`` (``-``: standard output) as JSON Lines."""
+    to_stdout = file == "-"
+    if to_stdout and _state(ctx).json:
+        raise click.UsageError("--json needs a FILE: the export itself goes to standard output", ctx)
+    base = _memory_directory(source)
+    folder, name = os.path.split(file)
+    if not to_stdout and name in ("", ".", ".."):
+        raise click.BadParameter(f"{file!r} names no file", ctx, param_hint="'FILE'")
+    if not to_stdout and not force and os.path.lexists(file):  # before reading every memory
+        _die(f"{file} exists (use --force to overwrite)", EXIT_REFUSED)
+    texts: dict[str, str] = {}
+
+    def read(path: str) -> Callable[[], object]:
+        def job() -> object:
+            texts[path] = memory.read_text(path)
+            return None
+
+        return job
+
+    with _memory(ctx) as memory:
+        entries = memory.list_files(source)
+        failures = _bulk(ctx, f"exporting {base}", "exported", [(e.path, read(e.path)) for e in entries], workers)
+    memories = [
+        ManagedMemory(path[len(base) :] if path.startswith(base + "/") else "/" + PurePosixPath(path).name, text)
+        for path, text in texts.items()
+    ]
+    data = format_managed(memories)
+    if to_stdout:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        try:
+            top = os.open(folder or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as error:
+            _die(f"cannot export to {file}: {error.strerror or error}", EXIT_REFUSED)
+        try:
+            _write_local_file(top, name, data, replace=force, shown=file)
+        except _Skipped as error:
+            _die(str(error), EXIT_REFUSED)
+        finally:
+            os.close(top)
+    large = sorted(path for path, text in texts.items() if len(text.encode("utf-8")) > MANAGED_MAX_BYTES)
+    if not _state(ctx).json:
+        for path in large:
+            size = len(texts[path].encode("utf-8"))
+            click.echo(
+                f"{printable(path, name=True)}: warning: {size:,} bytes, over the {MANAGED_MAX_BYTES:,} "
+                "a managed memory store may accept",
+                err=True,
+            )
+    document = {
+        "file": file,
+        "format": "managed",
+        "from": base,
+        "memories": len(entries),
+        "exported": len(memories),
+        "over_100000_bytes": large,
+    }
+    shown = "exported" if to_stdout else f"exported to {printable(file, name=True)}"
+    _report(ctx, shown, len(entries), failures, document, unit="memories", summary_on_stderr=to_stdout)
 
 
 COMMANDS = (import_, export)
