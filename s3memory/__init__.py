@@ -54,12 +54,15 @@ from ._lifecycle import (
     rewrap_tenant_key,
     rotate_tenant_key,
 )
+from ._manage import MemoryAdmin, MemoryInfo, NotExists, Sha256
 from ._memory import EncryptedMemory, FileEntry, Limits
+from ._mountprompt import memory_stores_prompt
 from ._mounts import Mount, MountedMemory
 from ._paths import MemoryPath, parse_path, validate_tenant
 from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
 from ._quarantine import PendingWrite, WriteHeldError
 from ._render import format_size
+from ._search import SearchResult
 from .stores import InMemoryStore, ObjectStore, S3Store
 
 if TYPE_CHECKING:
@@ -96,6 +99,8 @@ __all__ = [
     "LocalMasterKey",
     "MasterKey",
     "MasterRewrapReport",
+    "MemoryAdmin",
+    "MemoryInfo",
     "MemoryOptions",
     "MemoryPath",
     "MemoryVersion",
@@ -103,6 +108,7 @@ __all__ = [
     "MountedMemory",
     "NameSealing",
     "NotADirectoryConflict",
+    "NotExists",
     "ObjectStore",
     "ObjectTooLargeError",
     "PathExistsError",
@@ -114,9 +120,11 @@ __all__ = [
     "S3MemoryError",
     "S3MemoryTool",
     "S3Store",
+    "SearchResult",
     "SecretGuard",
     "SensitiveDataError",
     "Settings",
+    "Sha256",
     "StaleMemory",
     "StorageAccessDeniedError",
     "StorageError",
@@ -138,6 +146,7 @@ __all__ = [
     "iam_policy",
     "kms_key_policy",
     "lifecycle_configuration",
+    "memory_stores_prompt",
     "open_memory",
     "parse_path",
     "rewrap_tenant_key",

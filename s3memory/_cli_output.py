@@ -145,6 +145,7 @@ _METAVARS = {
 _OUTPUT = ("json_output", "quiet", "verbose", "debug")
 _JSON_COMMANDS = (
     "ls",
+    "search",
     "info",
     "init",
     "import",
@@ -196,7 +197,7 @@ def _output_options(*, after_command: bool = False, json_shown: bool = True) -> 
             + (
                 " (its shape: above)"
                 if hide
-                else " (ls, info, init, import, export, expire, rotate-key, history, show, log, review)"
+                else " (ls, search, info, init, import, export, expire, rotate-key, history, show, log, review)"
             ),
         ),
         click.option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, overload
 
 from ._access import AccessLog
 from ._errors import ConfigurationError
@@ -192,8 +192,29 @@ def _open_store(
 def open_memory(*, mounts: None = None, **options: Unpack[MemoryOptions]) -> EncryptedMemory: ...
 @overload
 def open_memory(*, mounts: Sequence[Mount], **options: Unpack[MemoryOptions]) -> MountedMemory: ...
-def open_memory(
-    *, mounts: Sequence[Mount] | None = None, **options: Unpack[MemoryOptions]
+# The overloads take MemoryOptions, where user_id is optional (a tool may get memory=
+# instead); here user_id is required, which mypy counts as not accepting every call.
+def open_memory(  # type: ignore[misc]
+    *,
+    user_id: str,
+    bucket: str | None = None,
+    s3_client: Any | None = None,
+    store: ObjectStore | None = None,
+    prefix: str = "",
+    master_key: bytes | None = None,
+    kms_key_id: str | None = None,
+    kms_client: Any | None = None,
+    key_mode: KeyMode = "tenant",
+    limits: Limits | None = None,
+    key_cache: KeyCache | None = None,
+    encrypt_names: bool = False,
+    sensitive_data: SensitiveDataPolicy | Callable[[str], str] = "refuse",
+    track_access: bool = False,
+    timeout: float | None = None,
+    access_log: AccessLog | None = None,
+    actor: str = DEFAULT_ACTOR,
+    instruction_policy: InstructionPolicy = DEFAULT_INSTRUCTION_POLICY,
+    mounts: Sequence[Mount] | None = None,
 ) -> EncryptedMemory | MountedMemory:
     """Build the memory of one user.
 
@@ -245,8 +266,8 @@ def open_memory(
     Raises:
         ConfigurationError: for an invalid user id, master key or combination of options.
     """
-    if "user_id" not in options:
-        raise ConfigurationError("give user_id=...")
+    # Every argument but ``mounts``, as given: the own store and each mount are opened with them.
+    options = cast(MemoryOptions, {name: value for name, value in locals().items() if name != "mounts"})
     if mounts is None:
         return _open_store(**options)
     checked = check_mounts(mounts, validate_tenant(options["user_id"]))

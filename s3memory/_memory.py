@@ -53,6 +53,7 @@ from ._layout import TenantLayout
 from ._paths import DEFAULT_MAX_PATH_BYTES, ROOT, MemoryPath, parse_path
 from ._provenance import DEFAULT_ACTOR, validate_actor
 from ._quarantine import InstructionPolicy, PendingWrite, policy_check
+from ._search import DEFAULT_LIMIT, SearchResult, check_limit, parse_query, render_results, search_texts
 from .stores import ObjectStore
 
 T = TypeVar("T")
@@ -152,6 +153,33 @@ def run_command(memory: MemoryCommands, command: object) -> str:
     if name == "delete":
         return memory.delete(command["path"])
     return memory.rename(command["old_path"], command["new_path"])
+
+
+class SearchCorpus(Protocol):
+    """What search reads: every file's (path as shown, text) at or below a path."""
+
+    limits: Limits
+
+    def search_corpus(self, path_prefix: str | None = None) -> list[tuple[str, str]]: ...
+
+
+def search(
+    memory: SearchCorpus, query: object, path_prefix: str | None, limit: object
+) -> tuple[list[SearchResult], int]:
+    """The best matches of ``query`` under ``path_prefix`` and how many files were searched;
+    the query and the limit are checked before any request."""
+    parsed_query, checked_limit = parse_query(query), check_limit(limit)
+    corpus = memory.search_corpus(path_prefix)
+    return search_texts(corpus, parsed_query, limit=checked_limit), len(corpus)
+
+
+def search_answer(memory: SearchCorpus, query: object, path_prefix: str | None, limit: object) -> str:
+    """The ``memory_search`` tool's answer (``_search.render_results``)."""
+    results, searched = search(memory, query, path_prefix, limit)
+    shown_prefix = ROOT if path_prefix is None else path_prefix
+    return render_results(
+        str(query), results, searched=searched, path_prefix=shown_prefix, max_chars=memory.limits.max_view_chars
+    )
 
 
 def _split_lines_for_insert(text: str) -> list[str]:
@@ -729,6 +757,43 @@ class EncryptedMemory:
         return _history.changes(
             self.files, directory=parsed, operation=operation, actor=actor, since=since, until=until
         )
+
+    # -- search (beyond the six commands: the optional memory_search tool) ----------------
+    def search_corpus(self, path_prefix: str | None = None) -> list[tuple[str, str]]:
+        """(path as shown, text) of every file at or below ``path_prefix`` (the whole store by
+        default), from the sealed search index (``_index``): one round trip when nothing
+        changed since this process last looked, at most three otherwise. A read-only store's
+        index is refreshed in this process only, never written back.
+
+        Raises:
+            InvalidPathError: ``path_prefix`` is not a valid path under ``/memories``.
+        """
+        directory = self._parse(self.files.shown_root if path_prefix is None else path_prefix)
+        if not self.files.names_ready():
+            return []
+        from . import _index
+
+        indexed = _index.current_files(self.files, write_back=not self.read_only)
+        return [(self.files.shown(f.path), f.text) for f in indexed if f.path.is_within(directory)]
+
+    def search(
+        self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT
+    ) -> list[SearchResult]:
+        """The files under ``path_prefix`` whose text contains every word (or ``"quoted
+        phrase"``) of ``query``, case-insensitively, best first, at most ``limit`` (1 to 100),
+        each with up to three matching lines (number, snippet); see ``_search``. Client-side:
+        the store sees a listing and the sealed index object, never the query or the hits.
+
+        Raises:
+            InvalidCommandError: the query is empty or over 1,000 characters, or a bad ``limit``.
+            InvalidPathError: ``path_prefix`` is not a valid path under ``/memories``.
+        """
+        return search(self, query, path_prefix, limit)[0]
+
+    def search_answer(self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT) -> str:
+        """:meth:`search` as the ``memory_search`` tool answers it: the matching files, their
+        lines numbered as ``view`` numbers them, or ``No matches for "query" under /memories.``"""
+        return search_answer(self, query, path_prefix, limit)
 
     # -- review of held writes (beyond the six commands, which never see them) ------------
     def pending(self) -> list[PendingWrite]:

@@ -20,8 +20,9 @@ from . import _render as render
 from ._entries import MemoryVersion
 from ._errors import ConfigurationError, InvalidCommandError, PathExistsError, ReadOnlyMountError
 from ._files import plaintext_size
-from ._memory import EncryptedMemory, FileEntry, run_command
+from ._memory import EncryptedMemory, FileEntry, run_command, search, search_answer
 from ._paths import ROOT, MemoryPath, parse_path, validate_tenant
+from ._search import DEFAULT_LIMIT, SearchResult
 from .stores import ObjectInfo
 
 T = TypeVar("T")
@@ -250,6 +251,28 @@ class MountedMemory:
         if not parsed.is_root:
             return memory.list_files(path)
         return sorted(FileEntry(p.display, plaintext_size(info)) for p, info in self._all_files())
+
+    # -- search -----------------------------------------------------------------------------
+    def search_corpus(self, path_prefix: str | None = None) -> list[tuple[str, str]]:
+        """As :meth:`EncryptedMemory.search_corpus`: inside a mount, that store; at the root,
+        every store at once (own files shadowed by a mount left out)."""
+        if path_prefix is not None:
+            _, memory, parsed = self.route(path_prefix)
+            if not parsed.is_root:
+                return memory.search_corpus(path_prefix)
+        corpora = self.each_store(lambda memory: memory.search_corpus())
+        own = [(path, text) for path, text in corpora[0] if path.split("/")[2] not in self.mounted]
+        return own + [document for corpus in corpora[1:] for document in corpus]
+
+    def search(
+        self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT
+    ) -> list[SearchResult]:
+        """As :meth:`EncryptedMemory.search`, over the user's store and every mount."""
+        return search(self, query, path_prefix, limit)[0]
+
+    def search_answer(self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT) -> str:
+        """As :meth:`EncryptedMemory.search_answer`, over the user's store and every mount."""
+        return search_answer(self, query, path_prefix, limit)
 
     def shadowed(self) -> list[str]:
         """Files of the own store hidden by a mount point of the same name (``s3memory info`` warns)."""

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+from anthropic.lib.tools import (
+    BetaAbstractMemoryTool,
+    BetaAsyncAbstractMemoryTool,
+    BetaAsyncFunctionTool,
+    BetaFunctionTool,
+    ToolError,
+)
 from anthropic.types.beta import (
     BetaCacheControlEphemeralParam,
     BetaMemoryTool20250818CreateCommand,
@@ -43,6 +49,60 @@ def _as_tool_error(call: Callable[[], T]) -> T:
     except Exception as exc:
         log.exception("unexpected error in the s3memory backend")
         raise ToolError(f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).") from exc
+
+
+SEARCH_TOOL_NAME = "memory_search"
+SEARCH_TOOL_DESCRIPTION = (
+    "Search the memory directory /memories (the user's memory and any stores mounted in it) for files "
+    'containing every given word, case-insensitively; a "quoted phrase" must occur as written. Answers '
+    "each matching file's path and up to three matching lines with their line numbers, best matches first; "
+    "view a file for the rest. Use it to find what is already remembered before writing more."
+)
+SEARCH_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": 'Words, or a "quoted phrase"; every one must occur in a file (case-insensitive).',
+        },
+        "path_prefix": {
+            "type": "string",
+            "description": "Only files in this directory, e.g. /memories/standards/ (default: all of /memories).",
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100,
+            "description": "At most this many files (default 20).",
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+def search_tool(memory: EncryptedMemory | MountedMemory) -> BetaFunctionTool[Callable[..., str]]:
+    """``memory_search``: a client tool beside the memory tool, for the SDK's tool runner."""
+
+    def memory_search(query: str, path_prefix: str | None = None, limit: int = 20) -> str:
+        return _as_tool_error(lambda: memory.search_answer(query, path_prefix, limit))
+
+    return BetaFunctionTool(
+        memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, input_schema=SEARCH_INPUT_SCHEMA
+    )
+
+
+def async_search_tool(memory: EncryptedMemory | MountedMemory) -> BetaAsyncFunctionTool[Callable[..., Any]]:
+    """``memory_search`` for the async tool runner (the search runs in a worker thread)."""
+
+    async def memory_search(query: str, path_prefix: str | None = None, limit: int = 20) -> str:
+        from anyio.to_thread import run_sync
+
+        return await run_sync(lambda: _as_tool_error(lambda: memory.search_answer(query, path_prefix, limit)))
+
+    return BetaAsyncFunctionTool(
+        memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, input_schema=SEARCH_INPUT_SCHEMA
+    )
 
 
 def _build(memory: EncryptedMemory | MountedMemory | None, options: MemoryOptions) -> EncryptedMemory | MountedMemory:
@@ -104,6 +164,12 @@ class S3MemoryTool(BetaAbstractMemoryTool):
         directory); see :meth:`EncryptedMemory.clear_all`."""
         return _as_tool_error(self.memory.clear_all)
 
+    def search_tool(self) -> BetaFunctionTool[Callable[..., str]]:
+        """The optional ``memory_search`` client tool over this tool's memory, to pass beside
+        it: ``tools=[tool, tool.search_tool()]``. Full-text, client-side: the bucket never
+        sees the query (see :meth:`EncryptedMemory.search`)."""
+        return search_tool(self.memory)
+
 
 class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
     """The async flavour: the same backend, each command run in a worker thread."""
@@ -147,3 +213,7 @@ class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
     async def clear_all_memory(self) -> str:
         """Delete every memory file of this user; see :meth:`EncryptedMemory.clear_all`."""
         return await self._run(self.memory.clear_all)
+
+    def search_tool(self) -> BetaAsyncFunctionTool[Callable[..., Any]]:
+        """The optional ``memory_search`` client tool, for the async tool runner."""
+        return async_search_tool(self.memory)

@@ -103,7 +103,7 @@ may also follow the command, e.g. s3memory info --user bob; given twice, the
 later one wins. A setting's bad value is a configuration error (exit 3).
 
 \b
-Output: the six tool commands and cat print the text exactly, except that
+Output: the six tool commands, cat and search print the text exactly, except that
 control characters other than newline and tab, and invisible format characters
 (bidi overrides, zero-width spaces), are shown as escapes such as \\x1b or \\u202e;
 error messages are one line, escaped the same way. Names (ls, import, export,
@@ -111,7 +111,7 @@ expire, rotate-key, info, history, log) also escape the backslash and every othe
 unprintable character. Nothing printed is ever read as markup. Progress bars are
 drawn on stderr only when it is a terminal (and not with --quiet or --json).
 --json (ls, info, init, import, export, expire, rotate-key, history, show, log,
-review) prints one JSON document on stdout (history, log and review: a list),
+review, search) prints one JSON document on stdout (history, log and review: a list),
 described in each command's --help; errors stay one line on stderr.
 
 \b
@@ -299,6 +299,32 @@ def cat(ctx: click.Context, path: str) -> None:
     click.echo(printable(text, lines=True), nl=False)
 
 
+@_command(json_output=True)
+@click.argument("query")
+@click.option("--path", "path_prefix", metavar="DIR", help="only files in this directory [/memories]")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100), help="at most this many files")
+@click.pass_context
+def search(ctx: click.Context, query: str, path_prefix: str | None, limit: int) -> None:
+    """Find files containing every word of QUERY (case-insensitive; "quoted phrase" as
+    written), in the memory and its mounts, best first, with up to three matching lines each.
+    Client-side: the store sees a listing and the sealed index, never the query.
+
+    \b
+    --json: {"query": QUERY, "path": DIR, "results": [{"path": ..., "lines":
+             [{"line": N, "text": ...}]}]}
+    """
+    with _tree(ctx) as memory:
+        if not _state(ctx).json:
+            answer = memory.search_answer(query, path_prefix, limit)
+        else:
+            results = memory.search(query, path_prefix, limit)
+    if not _state(ctx).json:
+        click.echo(printable(answer, lines=True))
+        return
+    found = [{"path": r.path, "lines": [{"line": n, "text": text} for n, text in r.lines]} for r in results]
+    _print_json({"query": query, "path": path_prefix or ROOT, "results": found})
+
+
 # -- programs -----------------------------------------------------------------------------
 @_command()
 @click.option("--scripted", is_flag=True, help="the scripted model, even with ANTHROPIC_API_KEY set (no network)")
@@ -355,7 +381,7 @@ def mcp(ctx: click.Context, allow_restore: bool | None) -> None:
 
 
 # -- the group's commands: these, and those of the bulk and governance modules ------------
-for _registered in (view, create, str_replace, insert, delete, rename, ls, cat, demo, mcp):
+for _registered in (view, create, str_replace, insert, delete, rename, ls, cat, search, demo, mcp):
     cli.add_command(_registered)
 for _registered in (*_cli_bulk.COMMANDS, *_cli_governance.COMMANDS, *_cli_history.COMMANDS, *_cli_review.COMMANDS):
     cli.add_command(_registered)

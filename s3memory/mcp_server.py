@@ -343,6 +343,20 @@ def build_server(
         """Rename or move a file or a directory (with everything under it). Never overwrites."""
         return await run(lambda m: m.rename(old_path, new_path))
 
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    async def memory_search(
+        query: Annotated[
+            str, Field(description='Words, or a "quoted phrase"; every one must occur in a file (case-insensitive).')
+        ],
+        path_prefix: Annotated[
+            str | None, Field(description="Only files in this directory, e.g. /memories/standards/.")
+        ] = None,
+        limit: Annotated[int, Field(description="At most this many files (1 to 100).")] = 20,
+    ) -> CallToolResult:
+        """Find memory files containing every given word, best matches first: each file's path
+        and up to three matching lines with their line numbers. View a file for the rest."""
+        return await run(lambda m: m.search_answer(query, path_prefix, limit))
+
     # -- history: read-only, and restore only when the operator allows it ----------------------
     File = Annotated[str, Field(description=FILE_HELP)]
     Version = Annotated[str, Field(description=VERSION_HELP)]

@@ -229,6 +229,55 @@ def assert_logs_reveal_nothing(lam: Lambda, capsys: pytest.CaptureFixture[str], 
 # --- the handler ---------------------------------------------------------------------
 
 
+def test_a_shared_read_only_store_is_mounted_and_searchable(
+    make_lambda: Callable[..., Lambda], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEMORY_MOUNTS: the shared store under /memories/standards/, named in the system
+    prompt, searched with memory_search, and refused for writing."""
+    import os
+
+    from s3memory import open_memory
+
+    mounts = [{"name": "standards", "user_id": "standards", "description": "House style."}]
+    monkeypatch.setenv("MEMORY_MOUNTS", json.dumps(mounts))
+    script = [
+        [{"type": "tool_use", "id": "s1", "name": "memory_search", "input": {"query": "oxford comma"}}],
+        [
+            {
+                "type": "tool_use",
+                "id": "c1",
+                "name": "memory",
+                "input": {"command": "create", "path": "/memories/standards/x.md", "file_text": "x"},
+            }
+        ],
+        [{"type": "text", "text": "Use it."}],
+    ]
+    lam = make_lambda(script, with_role=False)
+    writer = open_memory(
+        user_id="standards", bucket=BUCKET, s3_client=lam.s3, kms_key_id=os.environ["MEMORY_KMS_KEY_ID"]
+    )
+    writer.create("/memories/style.md", "Always use the Oxford comma.\n")
+    event = v2_event({"sub": SUBJECT, "iss": ISSUER}, json.dumps({"prompt": "Comma rules?"}))
+    assert lam.invoke(event)[:2] == (200, {"reply": "Use it."})
+    first = lam.api.requests[0]
+    assert [tool["name"] for tool in first["tools"]] == ["memory", "memory_search"]
+    assert 'path="/memories/standards/" access="read_only" name="standards"' in first["system"]
+
+    def text(block: dict[str, Any]) -> str:
+        content = block["content"]
+        return content if isinstance(content, str) else "".join(part["text"] for part in content)
+
+    searched = lam.api.requests[1]["messages"][-1]["content"][0]
+    assert text(searched).splitlines()[1:] == [
+        "/memories/standards/style.md",
+        "     1\tAlways use the Oxford comma.",
+    ]
+    refused = lam.api.requests[2]["messages"][-1]["content"][0]
+    assert refused["is_error"] is True
+    assert text(refused) == "Error: Cannot create /memories/standards/x.md: /memories/standards is mounted read-only"
+    assert not [key for key in lam.keys() if key.startswith("standards/memories/x")]
+
+
 @pytest.mark.parametrize("with_role", [True, False], ids=["memory-role", "own-credentials"])
 def test_http_api_event_runs_an_agent_turn_for_the_verified_user(
     make_lambda: Callable[..., Lambda], capsys: pytest.CaptureFixture[str], with_role: bool

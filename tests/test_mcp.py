@@ -32,6 +32,7 @@ TOOLS = {
     "insert": ["insert_line", "insert_text", "path"],
     "delete": ["path"],
     "rename": ["new_path", "old_path"],
+    "memory_search": ["query"],
     # history, read-only (memory_restore only with allow_restore: tests/test_mcp_history.py)
     "memory_history": ["path"],
     "memory_show_version": ["path", "version"],
@@ -227,6 +228,36 @@ async def test_the_memory_is_opened_once_and_a_failed_opening_is_retried() -> No
         assert not (await call(client, "create", path="/memories/a.md", file_text="a"))[0]
         assert not (await call(client, "view", path="/memories/a.md"))[0]
     assert len(attempts) == 2
+
+
+@pytest.mark.anyio
+async def test_memory_search_over_the_mounted_tree() -> None:
+    from s3memory import Mount
+
+    store = InMemoryStore()
+    shared = open_memory(user_id="org", store=store, master_key=MASTER_KEY)
+    shared.create("/memories/style.md", "Indent with tabs.\n")
+
+    def open_tree() -> Any:
+        return open_memory(user_id="alice", store=store, master_key=MASTER_KEY, mounts=[Mount("standards", "org")])
+
+    async with Client(build_server(open_tree)) as client:
+        assert await call(client, "memory_search", query="TABS") == ok(
+            'Found 1 file matching "TABS" (searched 1 file):\n/memories/standards/style.md\n     1\tIndent with tabs.'
+        )
+        assert await call(client, "memory_search", query="tabs", path_prefix="/memories/other") == ok(
+            'No matches for "tabs" under /memories/other.'
+        )
+        assert await call(client, "memory_search", query="   ") == error(
+            'Error: The query is empty. Give one or more words, or a "quoted phrase", to search for.'
+        )
+        assert await call(client, "create", path="/memories/standards/x.md", file_text="x") == error(
+            "Error: Cannot create /memories/standards/x.md: /memories/standards is mounted read-only"
+        )
+        assert await call(client, "memory_history", path="/memories/standards/style.md") == error(
+            "Error: The history of /memories/standards/style.md is kept by the memory store mounted at "
+            "/memories/standards; history here covers the user's own store only"
+        )
 
 
 @pytest.mark.anyio

@@ -405,3 +405,150 @@ def test_a_mounted_store_uses_its_own_names_choice(stores: tuple[Recording, dict
     memory = _mounted(store, options, [Mount("sealed", "sealed-team", encrypt_names=True)])
     assert memory.read_text("/memories/sealed/secret-plan.md") == "x\n"
     assert not any("secret-plan" in info.key for info in store.inner.list(""))
+
+
+# -- the management API and history over the tree --------------------------------------------
+def test_the_management_api_routes_to_the_mounted_stores(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory],
+) -> None:
+    import hashlib
+
+    from s3memory import MemoryAdmin, NotExists, PreconditionFailedError, Sha256
+
+    store, _, memory = seeded
+    admin = MemoryAdmin(memory)
+    listed = admin.list()
+    assert [(i.path, i.size) for i in listed] == [
+        ("/memories/me.md", 10),
+        ("/memories/standards/py/typing.md", 5),
+        ("/memories/standards/style.md", 10),
+        ("/memories/team/plan.md", 9),
+    ]
+    assert listed[2].sha256 == hashlib.sha256(b"Use tabs.\n").hexdigest()
+    assert [i.path for i in admin.list("/memories/", depth=0)] == ["/memories/me.md"]
+    assert [i.path for i in admin.list("/memories/", depth=1)] == [
+        "/memories/me.md",
+        "/memories/standards/style.md",
+        "/memories/team/plan.md",
+    ]
+    assert [i.path for i in admin.list("/memories/st")] == [
+        "/memories/standards/py/typing.md",
+        "/memories/standards/style.md",
+    ]
+    assert [i.path for i in admin.list("/memories/standards/py/")] == ["/memories/standards/py/typing.md"]
+    assert [i.path for i in admin.list("/memories/team")] == ["/memories/team/plan.md"]
+    text, info = admin.read("/memories/standards/style.md")
+    assert (text, info.path) == ("Use tabs.\n", "/memories/standards/style.md")
+    written = admin.write("/memories/team/new.md", "fresh\n", precondition=NotExists())
+    assert written.path == "/memories/team/new.md"
+    assert memory.read_text("/memories/team/new.md") == "fresh\n"
+    with pytest.raises(PreconditionFailedError):
+        admin.write("/memories/team/new.md", "again\n", precondition=NotExists())
+    store.requests.clear()
+    for change in (
+        lambda: admin.write("/memories/standards/style.md", "x", precondition=Sha256(info.sha256)),
+        lambda: admin.write("/memories/standards/new.md", "x"),
+        lambda: admin.delete("/memories/standards/style.md"),
+    ):
+        with pytest.raises(ReadOnlyMountError, match=r"/memories/standards is mounted read-only$"):
+            change()
+    assert store.requests == []
+
+
+def test_history_is_of_the_users_own_store(stores: tuple[Recording, dict[str, Any]]) -> None:
+    store, options = stores
+    memory = _mounted(store, options)
+    with pytest.raises(InvalidCommandError, match=r"kept by the memory store mounted at /memories/team;"):
+        memory.history("/memories/team/plan.md")
+    with pytest.raises(InvalidCommandError, match="mounted at /memories/standards"):
+        memory.changes("/memories/standards")
+
+
+# -- search over the tree, and an agent using it through the SDK's tool runner ----------------
+def test_search_covers_every_store_and_nothing_shadowed(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory],
+) -> None:
+    store, options, memory = seeded
+    _seed(store, options, "alice", {"/memories/team/ghost.md": "Use tabs, says the shadow.\n"})
+    _seed(store, options, "bob", {"/memories/bob.md": "Use tabs too.\n"})  # another user, not mounted
+    results = memory.search("tabs")
+    assert [r.path for r in results] == ["/memories/standards/style.md"]
+    assert results[0].lines == ((1, "Use tabs."),)
+    assert [r.path for r in memory.search("ship", path_prefix="/memories/team/")] == ["/memories/team/plan.md"]
+    assert memory.search("ship", path_prefix="/memories/standards") == []
+    assert memory.search_answer("tea") == (
+        'Found 1 file matching "tea" (searched 4 files):\n/memories/me.md\n     1\tlikes tea'
+    )
+    assert (
+        memory.search_answer("nothing here", "/memories/team") == 'No matches for "nothing here" under /memories/team.'
+    )
+    store.requests.clear()
+    for bad in ("", " ", "x" * 1001):
+        with pytest.raises(InvalidCommandError):
+            memory.search(bad)
+    with pytest.raises(InvalidCommandError):
+        memory.search("x", limit=0)
+    assert store.requests == []  # refused before any request
+
+
+def test_an_agent_searches_a_shared_store_through_the_sdk_tool_runner(stores: tuple[Recording, dict[str, Any]]) -> None:
+    """The SDK's real tool runner, offline: a per-user store and a read-only shared store;
+    the scripted model searches, views the hit, and tries to write into the shared store."""
+    from anthropic import Anthropic
+    from test_tool import _scripted_messages_api, _text
+
+    from s3memory import S3MemoryTool, memory_stores_prompt
+
+    store, options = stores
+    _seed(store, options, "org-standards", {"/memories/style.md": "Indent with tabs.\nWrap at 100 columns.\n"})
+    memory = _mounted(store, options)
+    tool = S3MemoryTool(memory=memory)
+
+    def use(tool_id: str, name: str, **input: Any) -> dict[str, Any]:
+        return {"type": "tool_use", "id": tool_id, "name": name, "input": input}
+
+    script = [
+        [use("s1", "memory_search", query="wrap columns")],
+        [use("v1", "memory", command="view", path="/memories/standards/style.md")],
+        [
+            use("c1", "memory", command="create", path="/memories/standards/mine.md", file_text="x"),
+            use("c2", "memory", command="create", path="/memories/style-notes.md", file_text="wrap at 100\n"),
+        ],
+        [use("s2", "memory_search", query="wrap", limit=5)],
+        [{"type": "text", "text": "Done."}],
+    ]
+    seen: list[dict[str, Any]] = []
+    client = Anthropic(api_key="test-key", http_client=_scripted_messages_api(script, seen), max_retries=0)
+    runner = client.beta.messages.tool_runner(
+        model="claude-scripted",
+        max_tokens=100,
+        system=memory_stores_prompt(memory, own_description="What you learned about this user."),
+        tools=[tool, tool.search_tool()],
+        messages=[{"role": "user", "content": "How wide may lines be?"}],
+    )
+    assert runner.until_done().content[0].text == "Done."  # type: ignore[union-attr]
+    assert seen[0]["tools"][1]["name"] == "memory_search"
+    assert seen[0]["tools"][1]["input_schema"]["required"] == ["query"]
+    assert 'path="/memories/standards/" access="read_only"' in seen[0]["system"]
+
+    def results(turn: int) -> dict[str, dict[str, Any]]:
+        blocks = seen[turn]["messages"][-1]["content"]
+        return {b["tool_use_id"]: b for b in blocks if b["type"] == "tool_result"}
+
+    assert _text(results(1)["s1"]["content"]) == (
+        'Found 1 file matching "wrap columns" (searched 1 file):\n'
+        "/memories/standards/style.md\n     2\tWrap at 100 columns."
+    )
+    assert "     2\tWrap at 100 columns." in _text(results(2)["v1"]["content"])
+    refused, created = results(3)["c1"], results(3)["c2"]
+    assert refused["is_error"] is True
+    assert _text(refused["content"]) == (
+        "Error: Cannot create /memories/standards/mine.md: /memories/standards is mounted read-only"
+    )
+    assert not created.get("is_error")
+    assert _text(results(4)["s2"]["content"]).splitlines()[1:] == [
+        "/memories/standards/style.md",
+        "     2\tWrap at 100 columns.",
+        "/memories/style-notes.md",
+        "     1\twrap at 100",
+    ]

@@ -34,7 +34,11 @@ as JSON (AWS Lambda Powertools), with its code and the user id, never the prompt
 reply, memory paths or the token's subject; each request adds one ``Requests`` metric
 (dimension ``Outcome``).
 
-Environment (set by template.json): MEMORY_BUCKET, MEMORY_KMS_KEY_ID, MEMORY_ROLE_ARN,
+Shared stores (MEMORY_MOUNTS) appear under /memories/{name}/ beside each user's own, and
+the model gets a ``memory_search`` tool beside the memory tool and a system-prompt block
+naming the stores (``s3memory.memory_stores_prompt``).
+
+Environment (set by template.json): MEMORY_BUCKET, MEMORY_KMS_KEY_ID, MEMORY_ROLE_ARN, MEMORY_MOUNTS,
 ANTHROPIC_MODEL, ANTHROPIC_API_KEY_SECRET_ARN (or ANTHROPIC_API_KEY, for a local run; read
 once per container), S3MEMORY_SUBJECT_KEY_SECRET_ARN (optional), POWERTOOLS_SERVICE_NAME and
 POWERTOOLS_METRICS_NAMESPACE. Without MEMORY_ROLE_ARN (a local run) the function's own
@@ -59,7 +63,16 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as AWSConnectionError
 
-from s3memory import KeyCache, S3MemoryError, S3MemoryTool, assume_role_request, user_id_for_subject
+from s3memory import (
+    KeyCache,
+    Mount,
+    S3MemoryError,
+    S3MemoryTool,
+    assume_role_request,
+    memory_stores_prompt,
+    open_memory,
+    user_id_for_subject,
+)
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "s3memory-agent"))
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "s3memory"))
@@ -144,10 +157,21 @@ def clients_for(user_id: str) -> tuple[Any, Any]:
     return s3, kms
 
 
+def shared_stores() -> list[Mount]:
+    """The stores every user sees beside their own (MEMORY_MOUNTS: a JSON list of
+    ``{"name", "user_id", "access", "description", "instructions"}``); read-only ones are
+    enforced by the memory role's policy (``s3memory policy --read-only-mount``)."""
+    listed = json.loads(os.environ.get("MEMORY_MOUNTS") or "[]")
+    return [Mount(**item) for item in listed]
+
+
+MOUNTS = shared_stores()  # once per container; a bad value fails the cold start, loudly
+
+
 def memory_tool_for(user_id: str) -> S3MemoryTool:
     """Cheap to build: no request until the first command; keys come from the shared cache."""
     s3, kms = clients_for(user_id)
-    return S3MemoryTool(
+    memory = open_memory(
         bucket=os.environ["MEMORY_BUCKET"],
         user_id=user_id,
         s3_client=s3,
@@ -155,7 +179,9 @@ def memory_tool_for(user_id: str) -> S3MemoryTool:
         kms_client=kms,
         key_cache=KEYS,
         track_access=True,  # one PUT per file per day, so `s3memory expire` can find unused memories
+        mounts=MOUNTS,
     )
+    return S3MemoryTool(memory=memory)
 
 
 def anthropic_client() -> Any:
@@ -347,10 +373,13 @@ def run_turn(event: Any) -> str:
     except anthropic.AnthropicError as exc:  # no API key
         raise Refusal(500, "misconfigured", "the service is misconfigured", error_type=type(exc).__name__) from exc
     try:
+        # The mounts' names, access and instructions, for the model (the tool's schema is fixed).
+        stores = memory_stores_prompt(MOUNTS, own_description="What you have learned about this user.")
         runner = client.beta.messages.tool_runner(
             model=os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL),
             max_tokens=2048,
-            tools=[tool],
+            **({"system": stores} if MOUNTS else {}),
+            tools=[tool, tool.search_tool()],
             messages=messages,
             betas=["context-management-2025-06-27"],
             context_management=CONTEXT_MANAGEMENT,
