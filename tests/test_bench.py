@@ -48,7 +48,7 @@ def test_search_benchmark_holds_the_budget(capsys: pytest.CaptureFixture[str], m
     import search
 
     try:
-        assert search.main(["--rtt-ms", "20", "--files", "120"]) == 0
+        assert search.main(["--rtt-ms", "50", "--files", "120"]) == 0  # 50 ms: scheduling jitter stays small beside it
     finally:
         sys.modules.pop("search", None)
         sys.modules.pop("history", None)

@@ -552,3 +552,52 @@ def test_an_agent_searches_a_shared_store_through_the_sdk_tool_runner(stores: tu
         "/memories/style-notes.md",
         "     1\twrap at 100",
     ]
+
+
+def test_searching_a_read_only_mount_writes_nothing_there(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory],
+) -> None:
+    store, _, memory = seeded
+    standards = memory.mounted["standards"][1]
+    assert memory.search("tabs") and memory.search("mypy")
+    assert store.inner.head(standards.layout.index_key) is None  # the read-only store's index: never written
+    assert store.inner.head(memory.own.layout.index_key) is not None  # the user's own: written back
+
+
+def test_the_async_search_tool() -> None:
+    import anyio
+
+    from s3memory import AsyncS3MemoryTool
+
+    store = InMemoryStore()
+    _seed(store, {"master_key": MASTER_KEY}, "org-standards", {"/memories/style.md": "Use tabs.\n"})
+    memory = _mounted(store, {"master_key": MASTER_KEY}, [Mount("standards", "org-standards")])
+    tool = AsyncS3MemoryTool(memory=memory).search_tool()
+    assert tool.name == "memory_search" and tool.to_dict()["input_schema"]["required"] == ["query"]
+
+    async def scenario() -> None:
+        assert await tool.call({"query": "tabs"}) == (
+            'Found 1 file matching "tabs" (searched 1 file):\n/memories/standards/style.md\n     1\tUse tabs.'
+        )
+
+    anyio.run(scenario)
+
+
+def test_the_mounted_store_itself_refuses_every_change(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    """Defence in depth: the router refuses first, and the read-only store refuses too."""
+    store, _, memory = seeded
+    standards = memory.mounted["standards"][1]
+    store.requests.clear()
+    for change in (
+        lambda: standards.create("/memories/standards/n.md", "x"),
+        lambda: standards.delete("/memories/standards/style.md"),
+        lambda: standards.rename("/memories/standards/style.md", "/memories/standards/s.md"),
+        lambda: standards.restore("/memories/standards/style.md", "v1"),
+        lambda: standards.redact("/memories/standards/style.md", "v1"),
+        lambda: standards.approve("pending-1"),
+        lambda: standards.reject("pending-1"),
+        standards.clear_all,
+    ):
+        with pytest.raises(ReadOnlyMountError, match=r": /memories/standards is mounted read-only$"):
+            change()
+    assert store.requests == []
