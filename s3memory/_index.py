@@ -142,12 +142,15 @@ def _weight(entries: Mapping[str, _Entry]) -> int:
 @dataclass(frozen=True)
 class _Cached:
     """A snapshot this process holds, the index's ETag it is paired with (None: there was no
-    index; "": unknown, after a lost race), and until when not to try writing it."""
+    index; "": unknown, after a lost race), and until when not to try writing it.
+    ``unwritten``: the snapshot is newer than that index and is to be written back, under
+    this data key, in the next refresh's first round trip (a deferred write-back)."""
 
     etag: str | None
     entries: Mapping[str, _Entry]
     weight: int
     retry_after: float = 0.0
+    unwritten: tuple[bytes, envelope.WrappedKey] | None = None
 
 
 class IndexCache:
@@ -390,13 +393,20 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
     layout = files.layout
     cache_key = _cache_key(files)
     cached = PROCESS_INDEX_CACHE.get(cache_key)
+    now = time.monotonic()
 
-    # Round trip 1: the listing, the index (HEAD when warm, GET when cold), the keys.
+    # Round trip 1: the listing, the index (HEAD when warm, GET when cold), the keys; and a
+    # write-back deferred by the previous refresh (its data key made then), If-Match the
+    # index it was read against, so that a newer index is never overwritten.
     rt = files.round_trip()
     listed = rt.submit(files.files_under, MemoryPath(""))
     found: Pending[_Found] = (
         rt.submit(_fetched_index, files) if cached is None else rt.submit(_headed_index, files, cached)
     )
+    deferred: Pending[tuple[str | None, float]] | None = None
+    if cached is not None and cached.unwritten is not None and write_back and cached.retry_after <= now:
+        stale_index = _Found("same", cached.etag, cached.entries)
+        deferred = rt.submit(_write_back, files, cached.entries, stale_index, None, now, made=cached.unwritten)
     if not files.keyring.is_warm():
         rt.submit(files.keyring.prepare)
     if layout.names is not None:
@@ -404,6 +414,12 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
     rt.wait()
     index = found.result()
     infos = listed.result()
+    if deferred is not None and cached is not None:
+        written, retry = deferred.result()
+        if written and written != cached.etag:  # ours is the index now, whatever the HEAD beside it saw
+            index = _Found("same", written, cached.entries)
+        elif retry:
+            cached = _Cached(cached.etag, cached.entries, cached.weight, retry)
 
     current: dict[str, _Entry] = {}
     stale: list[tuple[MemoryPath, ObjectInfo]] = []
@@ -416,7 +432,6 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
     by_key = {info.key: (path, info) for path, info in infos}
     dropped = any(key not in by_key for key in index.entries)  # deleted since the index was written
 
-    now = time.monotonic()
     writable = write_back and index.state != "unusable" and (cached is None or cached.retry_after <= now)
     # Round trip 2: every file the snapshot lacks; in KMS mode, the write-back's data key.
     key_for_index: Pending[tuple[bytes, envelope.WrappedKey] | None] | None = None
@@ -440,9 +455,15 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
     )
     etag = index.etag
     retry_after = 0.0 if cached is None else cached.retry_after
-    if wanted:
+    unwritten = None
+    if wanted and key_for_index is not None and cached is not None and index.state == "same":
+        # KMS per object, warm: the files read needed a KMS Decrypt after their GET, so
+        # writing back now would be a fourth round trip. Written instead in the next
+        # refresh's first round trip (a cold process, which may not search again, writes now).
+        unwritten = key_for_index.result()
+    elif wanted:
         etag, retry_after = _write_back(files, current, index, key_for_index, now)
-    PROCESS_INDEX_CACHE.put(cache_key, _Cached(etag, current, _weight(current), retry_after))
+    PROCESS_INDEX_CACHE.put(cache_key, _Cached(etag, current, _weight(current), retry_after, unwritten))
 
     result = []
     for key, entry in current.items():
@@ -460,17 +481,21 @@ def _write_back(
     index: _Found,
     key_for_index: Pending[tuple[bytes, envelope.WrappedKey] | None] | None,
     now: float,
+    *,
+    made: tuple[bytes, envelope.WrappedKey] | None = None,
 ) -> tuple[str | None, float]:
-    """Round trip 3: the index, compare-and-swap. The ETag to pair the snapshot with (the
-    new one; "" if another writer won or it failed), and until when not to try again."""
+    """Round trip 3 (or a deferred one's 1): the index, compare-and-swap. The ETag to pair
+    the snapshot with (the new one; "" if another writer won or it failed), and until when
+    not to try again. ``made``: a data key generated earlier."""
     plaintext = encode_index(entries)
     if len(plaintext) > MAX_INDEX_BYTES:
         log.info("the search index would be over %d bytes: kept in this process only", MAX_INDEX_BYTES)
         return index.etag, 0.0
     try:
-        made = None if key_for_index is None else key_for_index.result()
-        if key_for_index is not None and made is None:
-            return index.etag, now + WRITE_RETRY_SECONDS
+        if made is None and key_for_index is not None:
+            made = key_for_index.result()
+            if made is None:
+                return index.etag, now + WRITE_RETRY_SECONDS
         body, metadata = seal_index(files, plaintext, made)
         key = files.layout.index_key
         if index.etag is None:
