@@ -33,11 +33,11 @@ from ._cli_output import (
     _command,
     _die,
     _Interrupted,
-    _memory,
     _print_json,
     _progress,
     _state,
     _status,
+    _tree,
     printable,
 )
 from ._errors import InvalidPathError, PathExistsError, PreconditionFailedError, S3MemoryError
@@ -316,7 +316,7 @@ def import_(ctx: click.Context, source: str | None, format_: str, target: str, r
 
             return job
 
-        with _memory(ctx) as memory:
+        with _tree(ctx) as memory:
             jobs = [(path, create(parts, path)) for parts in sources for path in [f"{base}/{'/'.join(parts)}"]]
             failures = _bulk(ctx, f"importing into {base}", "imported", jobs, workers)
     finally:
@@ -433,7 +433,7 @@ def export(ctx: click.Context, destination: str | None, format_: str, source: st
 
         return job
 
-    with _memory(ctx) as memory:
+    with _tree(ctx) as memory:
         entries = memory.list_files(source)
         top = _open_destination(directory)
         try:
@@ -527,7 +527,7 @@ def _import_managed(ctx: click.Context, file: str, target: str, *, replace: bool
                 data = stream.read()
     except OSError as error:
         _die(f"cannot read {file}: {error.strerror or error}", EXIT_REFUSED)
-    with _memory(ctx) as memory:
+    with _tree(ctx) as memory:
         found = read_managed(data, base=base, max_path_bytes=memory.limits.max_path_bytes)
         admin = MemoryAdmin(memory)
         precondition = None if replace else NotExists()
@@ -587,7 +587,7 @@ def _export_managed(ctx: click.Context, file: str, source: str, *, force: bool, 
 
         return job
 
-    with _memory(ctx) as memory:
+    with _tree(ctx) as memory:
         entries = memory.list_files(source)
         failures = _bulk(ctx, f"exporting {base}", "exported", [(e.path, read(e.path)) for e in entries], workers)
     memories = [

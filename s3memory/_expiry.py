@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from . import _records
+from . import _index, _records
 from ._access import access_marker_key
 from ._errors import ConfigurationError, PreconditionFailedError
 from ._files import plaintext_size
@@ -57,6 +57,8 @@ def expire_memories(
     """
     if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) or older_than_days < 0:
         raise ConfigurationError("older_than_days must be a non-negative number")
+    if delete:
+        memory._writable("expire memories of", memory.files.shown_root)
     cutoff = (time.time() if now is None else now) - older_than_days * SECONDS_PER_DAY
     layout, store = memory.layout, memory.store
     markers_prefix = layout.access_markers_prefix
@@ -97,6 +99,9 @@ def expire_memories(
     if gone:
         record = {"op": "deleted", "path": "/memories", "files": _records.listed_files(memory.files, gone)}
         _records.sealer(memory.files, [MemoryPath("")]).write_beside(record)
+    if gone:  # the search index holds their text: gone with them, rebuilt by the next search
+        store.delete([layout.index_key])
+        _index.forget(store, layout)
     gone_markers = [m for m in doomed_markers if m in markers] + orphans
     if gone_markers:
         store.delete(gone_markers)

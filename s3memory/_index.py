@@ -293,8 +293,13 @@ def _fetched_index(files: SealedFiles) -> _Found:
     try:
         stored = files.store.get(files.layout.index_key, max_bytes=MAX_INDEX_BYTES + envelope.TAG_BYTES)
     except ObjectTooLargeError:
-        log.warning("the search index is larger than %d bytes: not read, and not written back", MAX_INDEX_BYTES)
-        return _Found("unusable", None, {})
+        # Never written so large by s3memory: planted. Replaced, conditionally on its ETag.
+        log.warning("the search index is larger than %d bytes: not read, and rebuilt", MAX_INDEX_BYTES)
+        try:
+            planted = files.store.head(files.layout.index_key)
+        except StorageError:
+            planted = None
+        return _Found("unusable", None, {}) if planted is None else _Found("discarded", planted.etag, {})
     except StorageError as exc:
         log.warning("the search index could not be read (%s): searching without it", type(exc).__name__)
         return _Found("unusable", None, {})
@@ -463,6 +468,13 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
         unwritten = key_for_index.result()
     elif wanted:
         etag, retry_after = _write_back(files, current, index, key_for_index, now)
+    elif writable and not current and index.etag and index.state in ("same", "discarded"):
+        # Every file is gone: so is the index, which held their text (an empty one is never written).
+        try:
+            files.store.delete([layout.index_key], if_match={layout.index_key: index.etag})
+            etag = None
+        except S3MemoryError as exc:
+            log.warning("the search index of an empty memory could not be deleted (%s)", type(exc).__name__)
     PROCESS_INDEX_CACHE.put(cache_key, _Cached(etag, current, _weight(current), retry_after, unwritten))
 
     result = []

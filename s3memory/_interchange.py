@@ -226,7 +226,13 @@ def _items(data: bytes) -> Iterable[tuple[str, object]]:
             document = json.loads(data.decode("utf-8-sig"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
             document = error
-        if isinstance(document, list) or (isinstance(document, dict) and isinstance(document.get("data"), list)):
+        page = (
+            isinstance(document, dict)
+            and isinstance(document.get("data"), list)
+            and "path" not in document
+            and "content" not in document
+        )  # a memory that happens to have a "data" field is a memory, not a page
+        if isinstance(document, list) or page:
             items = document if isinstance(document, list) else document["data"]
             yield from ((f"item {number}", item) for number, item in enumerate(items, 1))
             return

@@ -149,12 +149,21 @@ def listed_in(memory: EncryptedMemory, shown: str, depth: int | None) -> list[Me
     return found
 
 
+def _routed_on(prefix: str) -> str:
+    """The path a listing's prefix is routed by: without a last segment of ``.`` or ``..``,
+    which start a hidden name there (``/memories/notes/.``), not a path segment."""
+    if isinstance(prefix, str) and prefix.rpartition("/")[2] in (".", ".."):
+        return prefix.rpartition("/")[0]
+    return prefix
+
+
 def _listed_in_tree(tree: MountedMemory, prefix: str, depth: int | None) -> builtins.list[MemoryInfo]:
     """``MemoryAdmin.list`` over a mounted tree: inside one mount, that store; else (a
     prefix in ``/memories`` itself) the own store's files, shadowed ones left out, and every
     mount whose files' paths start with the prefix, all stores listed at once."""
-    mount, store, parsed = tree.route(prefix)
-    if mount is not None and (len(parsed.parts) > 1 or prefix.endswith("/")):
+    routed_on = _routed_on(prefix)
+    mount, store, parsed = tree.route(routed_on)
+    if mount is not None and (len(parsed.parts) > 1 or prefix.endswith("/") or routed_on != prefix):
         return listed_in(store, prefix, depth)
 
     def in_store(entry: tuple[Mount | None, EncryptedMemory]) -> builtins.list[MemoryInfo]:
@@ -474,7 +483,8 @@ class MemoryAdmin:
             InvalidPathError: the prefix (up to its last ``/``) is not a path under ``/memories``.
             InvalidCommandError: ``depth`` is not None or an integer >= 0.
         """
-        memory, shown = self._resolve(path_prefix)
+        memory, _ = self._resolve(_routed_on(path_prefix))
+        shown = path_prefix
         if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
             raise InvalidCommandError("Error: `depth` must be None or an integer >= 0.")
         if isinstance(self.memory, MountedMemory):

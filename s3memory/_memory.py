@@ -663,7 +663,11 @@ class EncryptedMemory:
         infos = list(self.store.list(self.layout.memory_prefix))
         keys = [info.key for info in infos]
         if keys:
-            self.store.delete(keys)
+            # With them, the search index, which holds their text (rebuilt by the next search).
+            self.store.delete([*keys, self.layout.index_key])
+            from . import _index
+
+            _index.forget(self.store, self.layout)
             # Who cleared it, for history: one record about the whole memory (the root).
             record = {"op": "deleted", "path": "/memories", "files": _records.listed_files(self.files, infos)}
             _records.sealer(self.files, [MemoryPath("")]).write_beside(record)

@@ -131,6 +131,26 @@ class MountedMemory:
     """
 
     def __init__(self, own: EncryptedMemory, mounted: Sequence[tuple[Mount, EncryptedMemory]]) -> None:
+        """Prefer :func:`s3memory.open_memory` with ``mounts=``, which opens each store as its
+        mount says. Built by hand, each store must be the one its mount names.
+
+        Raises:
+            ConfigurationError: the mounts do not pass :func:`check_mounts`, or a store is not
+                its mount's tenant, mount point or access.
+        """
+        check_mounts([mount for mount, _ in mounted], own.layout.tenant)
+        if own.files.shown_root != ROOT or own.read_only:
+            raise ConfigurationError("the user's own store must be opened at /memories, writable")
+        for mount, memory in mounted:
+            if (memory.layout.tenant, memory.files.shown_root, memory.read_only) != (
+                mount.user_id,
+                mount.path.rstrip("/"),
+                mount.read_only,
+            ):
+                raise ConfigurationError(
+                    f"mount {mount.name}: the store must be user {mount.user_id}'s, opened at "
+                    f"{mount.path.rstrip('/')} with read_only={mount.read_only} (use open_memory(mounts=...))"
+                )
         self.own = own
         self.mounted: dict[str, tuple[Mount, EncryptedMemory]] = {mount.name: (mount, m) for mount, m in mounted}
         self.limits = own.limits
@@ -207,13 +227,19 @@ class MountedMemory:
         return render.directory_view(parsed, sizes, self.limits.max_view_chars, extra_dirs=self.mounted)
 
     def create(self, path: str, file_text: object) -> str:
-        return self.route(path)[1].create(path, file_text)
+        mount, memory, _ = self.route(path)
+        self._refuse_read_only(mount, "create", path)
+        return memory.create(path, file_text)
 
     def str_replace(self, path: str, old_str: object, new_str: object) -> str:
-        return self.route(path)[1].str_replace(path, old_str, new_str)
+        mount, memory, _ = self.route(path)
+        self._refuse_read_only(mount, "edit", path)
+        return memory.str_replace(path, old_str, new_str)
 
     def insert(self, path: str, insert_line: object, insert_text: object) -> str:
-        return self.route(path)[1].insert(path, insert_line, insert_text)
+        mount, memory, _ = self.route(path)
+        self._refuse_read_only(mount, "edit", path)
+        return memory.insert(path, insert_line, insert_text)
 
     def delete(self, path: str) -> str:
         mount, memory, parsed = self.route(path)
@@ -230,9 +256,11 @@ class MountedMemory:
         self._refuse_read_only(new_mount, "rename", shown)
         if self._mount_point(old_mount, old):
             raise InvalidCommandError(f"Error: Cannot rename {old_path}: it is the mount point of a memory store")
-        if self._mount_point(new_mount, new):
+        if self._mount_point(new_mount, new) or new.is_root:
             raise PathExistsError(f"Error: The destination {new_path} already exists")
-        if old_mount != new_mount and not old.is_root and not new.is_root:
+        if old.is_root:
+            return self.own.rename(old_path, new_path, progress=progress)  # refused, in the contract's words
+        if old_mount != new_mount:
             stores = " and ".join("/memories" if m is None else f"/memories/{m.name}" for m in (old_mount, new_mount))
             raise InvalidCommandError(
                 f"Error: Cannot rename {shown}: they are in different memory stores ({stores}); "
@@ -275,7 +303,7 @@ class MountedMemory:
         return search_answer(self, query, path_prefix, limit)
 
     def shadowed(self) -> list[str]:
-        """Files of the own store hidden by a mount point of the same name (``s3memory info`` warns)."""
+        """Files of the own store hidden by a mount point of the same name."""
         files = self.own.files.files_under(MemoryPath(""))
         return sorted(p.display for p, _ in files if p.parts and p.parts[0] in self.mounted)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 from typing import Any
@@ -626,3 +627,41 @@ def test_mcp_with_a_bad_setting_still_answers_and_says_what_is_wrong(tmp_path: P
         server.stdout.close()
         assert server.stderr is not None
         server.stderr.close()
+
+
+def test_mounts_in_the_cli(home: Path, tmp_path: Path) -> None:
+    """--mounts: the six commands, cat, ls, search, import and export see the whole tree; a
+    read-only mount refuses every change (exit 1) and writes nothing."""
+    assert run("--user", "std", "create", "/memories/style.md", "Use tabs.\n").exit_code == 0
+    read_only = '[{"name": "standards", "user_id": "std"}]'
+    writable = '[{"name": "standards", "user_id": "std", "access": "read_write"}]'
+    listing = run("--user", "alice", "--mounts", read_only, "view")
+    assert listing.stdout.splitlines()[1:] == [
+        "10B\t/memories",
+        "10B\t/memories/standards/",
+        "10B\t/memories/standards/style.md",
+    ]
+    refused = run("--user", "alice", "--mounts", read_only, "create", "/memories/standards/x.md", "x")
+    assert (refused.exit_code, refused.stderr) == (
+        1,
+        "Error: Cannot create /memories/standards/x.md: /memories/standards is mounted read-only\n",
+    )
+    found = run("--user", "alice", "--mounts", read_only, "search", "TABS")
+    assert (
+        found.stdout
+        == 'Found 1 file matching "TABS" (searched 1 file):\n/memories/standards/style.md\n     1\tUse tabs.\n'
+    )
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rule.md").write_text("rule one\n")
+    refused_import = run("--user", "alice", "--mounts", read_only, "import", str(docs), "--to", "/memories/standards")
+    assert refused_import.exit_code == 1 and "mounted read-only" in refused_import.stderr
+    imported = run("--user", "alice", "--mounts", writable, "import", str(docs), "--to", "/memories/standards")
+    assert imported.exit_code == 0
+    assert run("--user", "std", "cat", "/memories/rule.md").stdout == "rule one\n"  # in the mounted store itself
+    exported = run(
+        "--user", "alice", "--mounts", read_only, "export", "--format", "managed", "-", "--from", "/memories/standards"
+    )
+    assert [json.loads(line)["path"] for line in exported.stdout.splitlines()] == ["/rule.md", "/style.md"]
+    bad = run("--user", "alice", "--mounts", '[{"name": "Standards", "user_id": "std"}]', "view")
+    assert bad.exit_code == 3 and "--mounts (S3MEMORY_MOUNTS): mount name 'Standards'" in bad.stderr

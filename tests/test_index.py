@@ -338,7 +338,9 @@ def test_a_tampered_index_is_rebuilt() -> None:
     assert list(index_entries(memory).values()) == ["alpha\n"]
 
 
-def test_an_oversized_index_is_not_read_and_the_search_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_oversized_index_is_not_read_and_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """s3memory never writes one so large: a planted one is not read, and is replaced
+    (conditionally on its ETag), so that it cannot switch the index off for good."""
     store = Recorder(InMemoryStore(), rtt=0)
     memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
     memory.create("/memories/a.md", "alpha\n")
@@ -346,7 +348,25 @@ def test_an_oversized_index_is_not_read_and_the_search_goes_on(monkeypatch: pyte
     monkeypatch.setattr(_index, "MAX_INDEX_BYTES", 1000)
     store.puts.clear()
     assert texts(memory) == {"/memories/a.md": "alpha\n"}
-    assert store.puts == []  # not written back over an object it could not look at
+    assert store.puts == [memory.layout.index_key]
+    assert list(index_entries(memory).values()) == ["alpha\n"]
+
+
+def test_an_emptied_memory_leaves_no_index_behind() -> None:
+    """The index holds every file's text: when the files are gone, so is it."""
+    store = InMemoryStore()
+    memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    memory.create("/memories/diary.md", "a private diagnosis\n")
+    assert texts(memory)
+    assert store.head(memory.layout.index_key) is not None
+    memory.clear_all()
+    assert store.head(memory.layout.index_key) is None  # clear_all takes it with the files
+    memory.create("/memories/diary.md", "again\n")
+    assert texts(memory)
+    other = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    other.delete("/memories/diary.md")  # a plain delete: the next search drops the index
+    assert texts(memory) == {}
+    assert store.head(memory.layout.index_key) is None
 
 
 def test_over_the_cap_the_index_is_kept_in_the_process_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -828,3 +848,16 @@ def test_with_encrypted_names_a_cold_process_is_still_one_round_trip() -> None:
 
     with pytest.raises(ConfigurationError, match="encrypted names"):
         texts(plain)
+
+
+def test_expiry_takes_the_index_with_the_files_it_deletes() -> None:
+    from s3memory import expire_memories
+
+    store = InMemoryStore()
+    memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    memory.create("/memories/old.md", "forgotten secret\n")
+    assert texts(memory)
+    report = expire_memories(memory, older_than_days=0, delete=True, now=time.time() + 60)
+    assert report.deleted == ["/memories/old.md"]
+    assert store.head(memory.layout.index_key) is None
+    assert texts(memory) == {}

@@ -432,7 +432,7 @@ def test_a_tree_moves_to_a_fresh_tenant_without_loss(
     def open_memory(self: Settings, *, actor: str = "cli") -> EncryptedMemory:
         return make_memory(store, user_id=self.user, encrypt_names=encrypt_names)
 
-    monkeypatch.setattr(Settings, "open", open_memory)
+    monkeypatch.setattr(Settings, "open_tree", open_memory)
     alice = make_memory(store, user_id="alice", encrypt_names=encrypt_names)
     for memory in read_managed(with_big(EXPORT)).memories:
         alice.create(memory.path, memory.content)
@@ -462,7 +462,7 @@ def test_any_valid_tree_round_trips_through_a_memory(
     patch = pytest.MonkeyPatch()
     patch.setattr(
         Settings,
-        "open",
+        "open_tree",
         lambda self, actor="cli": make_memory("inmemory", user_id=user, sensitive_data="allow"),
     )
     try:
@@ -489,3 +489,8 @@ def test_the_commands_on_s3_as_configured(home: Path, tmp_path: Path, s3_client:
     assert run(*base, "--user", "dave", "export", "--format", "managed").stdout_bytes == source.read_bytes()
     keys = {o["Key"].split("/")[0] for o in s3_client.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert keys == {"carol", "dave"}
+
+
+def test_a_memory_with_a_data_field_is_a_memory_not_a_page() -> None:
+    found = read_managed(b'{"path": "/p.md", "content": "x", "data": []}')
+    assert [m.path for m in found.memories] == ["/memories/p.md"] and found.refused == []

@@ -601,3 +601,63 @@ def test_the_mounted_store_itself_refuses_every_change(seeded: tuple[Recording, 
         with pytest.raises(ReadOnlyMountError, match=r": /memories/standards is mounted read-only$"):
             change()
     assert store.requests == []
+
+
+def test_lifecycle_functions_refuse_a_read_only_store(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:
+    from s3memory import (
+        erase_tenant,
+        expire_memories,
+        expire_noncurrent_versions,
+        rewrap_tenant_key,
+        rotate_tenant_key,
+    )
+
+    store, _, memory = seeded
+    standards = memory.mounted["standards"][1]
+    store.requests.clear()
+    for change in (
+        lambda: expire_memories(standards, older_than_days=0, delete=True),
+        lambda: rotate_tenant_key(standards),
+        lambda: erase_tenant(standards),
+        lambda: rewrap_tenant_key(standards, bytes(32)),
+        lambda: expire_noncurrent_versions(standards),
+    ):
+        with pytest.raises(ReadOnlyMountError, match=r": /memories/standards is mounted read-only$"):
+            change()
+    assert store.requests == []
+    assert len(expire_memories(standards, older_than_days=0).stale) == 2  # listing is reading
+
+
+def test_a_router_built_by_hand_must_match_its_mounts() -> None:
+    store = InMemoryStore()
+    own = open_memory(user_id="alice", store=store, master_key=MASTER_KEY)
+    team = open_memory(user_id="teamstore", store=store, master_key=MASTER_KEY)  # not opened as a mount
+    with pytest.raises(ConfigurationError, match="opened at /memories/team with read_only=True"):
+        MountedMemory(own, [(Mount("team", "teamstore"), team)])
+    with pytest.raises(ConfigurationError, match="own store"):
+        MountedMemory(own, [(Mount("me", "alice"), own)])
+
+
+def test_a_rename_onto_or_of_the_root_keeps_the_contract_strings(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory],
+) -> None:
+    _, _, memory = seeded
+    with pytest.raises(PathExistsError, match=r"^Error: The destination /memories already exists$"):
+        memory.rename("/memories/team/plan.md", "/memories")
+    with pytest.raises(InvalidCommandError, match=r"^Error: Cannot rename the /memories directory itself$"):
+        memory.rename("/memories", "/memories/x")
+
+
+def test_listing_hidden_names_through_the_tree() -> None:
+    from s3memory import MemoryAdmin
+
+    memory = open_memory(
+        user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, mounts=[Mount("team", "t1", access="read_write")]
+    )
+    memory.create("/memories/.hidden", "x")
+    memory.create("/memories/team/.h2", "y")
+    memory.create("/memories/a", "z")
+    admin = MemoryAdmin(memory)
+    assert [i.path for i in admin.list("/memories/.")] == ["/memories/.hidden"]
+    assert [i.path for i in admin.list("/memories/team/.")] == ["/memories/team/.h2"]
+    assert [i.path for i in admin.list("/memories/t")] == ["/memories/team/.h2"]
