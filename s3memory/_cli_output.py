@@ -30,7 +30,7 @@ import re
 import sys
 import unicodedata
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NoReturn, TextIO, TypeVar
 
 import click
@@ -324,12 +324,14 @@ def _command(name: str | None = None, *, json_output: bool = False, **attrs: Any
     return decorator
 
 
+M = TypeVar("M", bound="EncryptedMemory | MountedMemory")
+
+
 @contextmanager
-def _memory(ctx: click.Context) -> Iterator[EncryptedMemory]:
-    """The configured memory; any s3memory error becomes a message and an exit status."""
-    settings = _settings(ctx)
+def _opened(open_memory: Callable[[], M]) -> Iterator[M]:
+    """``open_memory()``, closed after use; any s3memory error becomes a message and an exit status."""
     try:
-        memory = settings.open()
+        memory = open_memory()
         try:
             yield memory
         finally:
@@ -338,18 +340,14 @@ def _memory(ctx: click.Context) -> Iterator[EncryptedMemory]:
         _fail(error)
 
 
-@contextmanager
-def _tree(ctx: click.Context) -> Iterator[EncryptedMemory | MountedMemory]:
+def _memory(ctx: click.Context) -> AbstractContextManager[EncryptedMemory]:
+    """The configured user's own memory (history, review, governance)."""
+    return _opened(_settings(ctx).open)
+
+
+def _tree(ctx: click.Context) -> AbstractContextManager[EncryptedMemory | MountedMemory]:
     """The tree the model sees: the configured memory with ``--mounts`` below it, if any."""
-    settings = _settings(ctx)
-    try:
-        memory = settings.open_tree()
-        try:
-            yield memory
-        finally:
-            memory.close()
-    except S3MemoryError as error:
-        _fail(error)
+    return _opened(_settings(ctx).open_tree)
 
 
 def _print_json(document: object) -> None:
