@@ -613,6 +613,19 @@ def test_a_short_subject_key_is_a_deployment_problem(
     assert_logged_once(lam, "misconfigured", 500)
 
 
+@pytest.mark.parametrize(
+    "mounts", ["not json", '{"name": "x"}', '[{"name": "Bad Name", "user_id": "s"}]', '[{"name": "s"}]']
+)
+def test_bad_memory_mounts_are_a_deployment_problem(
+    make_lambda: Callable[..., Lambda], monkeypatch: pytest.MonkeyPatch, mounts: str
+) -> None:
+    monkeypatch.setenv("MEMORY_MOUNTS", mounts)
+    lam = make_lambda()  # the module loads: a bad setting is no cold-start crash
+    refusal(500, "misconfigured")(lam.invoke(v2_event(CLAIMS, GOOD_BODY)))
+    record = assert_logged_once(lam, "misconfigured", 500)
+    assert record["error_type"] == "ConfigurationError"
+
+
 def test_a_bug_is_500_with_one_log_line_and_no_detail(
     make_lambda: Callable[..., Lambda], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -64,6 +64,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as AWSConnectionError
 
 from s3memory import (
+    ConfigurationError,
     KeyCache,
     Mount,
     S3MemoryError,
@@ -157,15 +158,23 @@ def clients_for(user_id: str) -> tuple[Any, Any]:
     return s3, kms
 
 
+_MOUNTS: list[Mount] | None = None
+
+
 def shared_stores() -> list[Mount]:
     """The stores every user sees beside their own (MEMORY_MOUNTS: a JSON list of
-    ``{"name", "user_id", "access", "description", "instructions"}``); read-only ones are
-    enforced by the memory role's policy (``s3memory policy --read-only-mount``)."""
-    listed = json.loads(os.environ.get("MEMORY_MOUNTS") or "[]")
-    return [Mount(**item) for item in listed]
-
-
-MOUNTS = shared_stores()  # once per container; a bad value fails the cold start, loudly
+    ``{"name", "user_id", "access", "description", "instructions"}``), read once per
+    container; read-only ones are enforced by the memory role's policy (``s3memory policy
+    --read-only-mount``). A bad value is a ConfigurationError: every request answers 500
+    ``misconfigured``, logged with that error type."""
+    global _MOUNTS
+    if _MOUNTS is None:
+        try:
+            listed = json.loads(os.environ.get("MEMORY_MOUNTS") or "[]")
+            _MOUNTS = [Mount(**item) for item in listed]
+        except (ValueError, TypeError) as exc:  # not JSON, not a list of objects, a field Mount refuses
+            raise ConfigurationError(f"MEMORY_MOUNTS: {exc}") from None
+    return _MOUNTS
 
 
 def memory_tool_for(user_id: str) -> S3MemoryTool:
@@ -179,7 +188,7 @@ def memory_tool_for(user_id: str) -> S3MemoryTool:
         kms_client=kms,
         key_cache=KEYS,
         track_access=True,  # one PUT per file per day, so `s3memory expire` can find unused memories
-        mounts=MOUNTS,
+        mounts=shared_stores(),
     )
     return S3MemoryTool(memory=memory)
 
@@ -374,11 +383,12 @@ def run_turn(event: Any) -> str:
         raise Refusal(500, "misconfigured", "the service is misconfigured", error_type=type(exc).__name__) from exc
     try:
         # The mounts' names, access and instructions, for the model (the tool's schema is fixed).
-        stores = memory_stores_prompt(MOUNTS, own_description="What you have learned about this user.")
+        mounts = shared_stores()
+        stores = memory_stores_prompt(mounts, own_description="What you have learned about this user.")
         runner = client.beta.messages.tool_runner(
             model=os.environ.get("ANTHROPIC_MODEL", DEFAULT_MODEL),
             max_tokens=2048,
-            **({"system": stores} if MOUNTS else {}),
+            **({"system": stores} if mounts else {}),
             tools=[tool, tool.search_tool()],
             messages=messages,
             betas=["context-management-2025-06-27"],
