@@ -169,7 +169,7 @@ def _listed_in_tree(tree: MountedMemory, prefix: str, depth: int | None) -> buil
     def in_store(entry: tuple[Mount | None, EncryptedMemory]) -> builtins.list[MemoryInfo]:
         mount, memory = entry
         if mount is None:
-            return [i for i in listed_in(memory, prefix, depth) if i.path.split("/")[2] not in tree.mounted]
+            return [i for i in listed_in(memory, prefix, depth) if not tree.is_shadowed(i.path)]
         if not (mount.path.startswith(prefix) or prefix.rstrip("/") == mount.path.rstrip("/")):
             return []  # e.g. the prefix /memories/te and the mount /memories/team/ match; /memories/x does not
         if depth == 0:

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from . import _render as render
 from ._entries import MemoryVersion
-from ._errors import ConfigurationError, InvalidCommandError, PathExistsError, ReadOnlyMountError
+from ._errors import ConfigurationError, InvalidCommandError, PathExistsError
 from ._files import plaintext_size
 from ._memory import EncryptedMemory, FileEntry, run_command, search, search_answer
 from ._paths import ROOT, MemoryPath, parse_path, validate_tenant
@@ -201,15 +201,16 @@ class MountedMemory:
     def _mount_point(self, mount: Mount | None, parsed: MemoryPath) -> bool:
         return mount is not None and len(parsed.parts) == 1
 
-    def _refuse_read_only(self, mount: Mount | None, verb: str, shown: str) -> None:
-        if mount is not None and mount.read_only:
-            raise ReadOnlyMountError(f"Error: Cannot {verb} {shown}: /memories/{mount.name} is mounted read-only")
+    def is_shadowed(self, shown_path: str) -> bool:
+        """Whether a path of the own store (as shown: ``/memories/team/x``) lies under a mount's name."""
+        parts = shown_path.split("/")
+        return len(parts) > 2 and parts[2] in self.mounted
 
     def _all_files(self) -> list[tuple[MemoryPath, ObjectInfo]]:
         """Every file of every store as shown in the tree (own files under a mount name left out)."""
         root = MemoryPath("")
         listings = self.each_store(lambda memory: memory.files.files_under(root))
-        merged = [(path, info) for path, info in listings[0] if not path.parts or path.parts[0] not in self.mounted]
+        merged = [(path, info) for path, info in listings[0] if not self.is_shadowed(path.display)]
         for name, listing in zip(self.mounted, listings[1:], strict=True):
             merged.extend((MemoryPath(f"{name}/{path.relative}"), info) for path, info in listing)
         return merged
@@ -227,33 +228,33 @@ class MountedMemory:
         return render.directory_view(parsed, sizes, self.limits.max_view_chars, extra_dirs=self.mounted)
 
     def create(self, path: str, file_text: object) -> str:
-        mount, memory, _ = self.route(path)
-        self._refuse_read_only(mount, "create", path)
+        memory = self.route(path)[1]
+        memory._writable("create", path)  # before any request, even one the command would make first
         return memory.create(path, file_text)
 
     def str_replace(self, path: str, old_str: object, new_str: object) -> str:
-        mount, memory, _ = self.route(path)
-        self._refuse_read_only(mount, "edit", path)
+        memory = self.route(path)[1]
+        memory._writable("edit", path)
         return memory.str_replace(path, old_str, new_str)
 
     def insert(self, path: str, insert_line: object, insert_text: object) -> str:
-        mount, memory, _ = self.route(path)
-        self._refuse_read_only(mount, "edit", path)
+        memory = self.route(path)[1]
+        memory._writable("edit", path)
         return memory.insert(path, insert_line, insert_text)
 
     def delete(self, path: str) -> str:
         mount, memory, parsed = self.route(path)
-        self._refuse_read_only(mount, "delete", path)
+        memory._writable("delete", path)
         if self._mount_point(mount, parsed):
             raise InvalidCommandError(f"Error: Cannot delete {path}: it is the mount point of a memory store")
         return memory.delete(path)
 
     def rename(self, old_path: str, new_path: str, *, progress: Callable[[int, int], None] | None = None) -> str:
         old_mount, memory, old = self.route(old_path)
-        new_mount, _, new = self.route(new_path)
+        new_mount, new_memory, new = self.route(new_path)
         shown = f"{old_path} to {new_path}"
-        self._refuse_read_only(old_mount, "rename", shown)
-        self._refuse_read_only(new_mount, "rename", shown)
+        memory._writable("rename", shown)
+        new_memory._writable("rename", shown)
         if self._mount_point(old_mount, old):
             raise InvalidCommandError(f"Error: Cannot rename {old_path}: it is the mount point of a memory store")
         if self._mount_point(new_mount, new) or new.is_root:
@@ -289,7 +290,7 @@ class MountedMemory:
             if not parsed.is_root:
                 return memory.search_corpus(path_prefix)
         corpora = self.each_store(lambda memory: memory.search_corpus())
-        own = [(path, text) for path, text in corpora[0] if path.split("/")[2] not in self.mounted]
+        own = [(path, text) for path, text in corpora[0] if not self.is_shadowed(path)]
         return own + [document for corpus in corpora[1:] for document in corpus]
 
     def search(
@@ -305,7 +306,7 @@ class MountedMemory:
     def shadowed(self) -> list[str]:
         """Files of the own store hidden by a mount point of the same name."""
         files = self.own.files.files_under(MemoryPath(""))
-        return sorted(p.display for p, _ in files if p.parts and p.parts[0] in self.mounted)
+        return sorted(p.display for p, _ in files if self.is_shadowed(p.display))
 
     def clear_all(self) -> str:
         """Delete every file of the user's own store; mounted stores are left as they are."""
