@@ -268,7 +268,11 @@ def parse_key_document(body: bytes, *, what: str) -> KeyDocument:
         wrapped = base64.b64decode(document["wrapped"], validate=True)
     except KEY_DOCUMENT_ERRORS:
         raise TenantKeyError(corrupt) from None
-    if isinstance(found, bool) or found not in KEY_DOCUMENT_VERSIONS:
+    # Exactly an int (3.0 and True compare equal to versions); version 3 is written only
+    # with kept keys, so a version 3 without them is not a document s3memory wrote.
+    if type(found) is not int or found not in KEY_DOCUMENT_VERSIONS:
+        raise TenantKeyError(corrupt)
+    if found == KEPT_KEYS_VERSION and not document.get("kept"):
         raise TenantKeyError(corrupt)
     if not isinstance(key_id, str) or not isinstance(kind, str):
         raise TenantKeyError(corrupt)

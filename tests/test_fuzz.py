@@ -1350,6 +1350,28 @@ def test_tenant_key_document_with_a_huge_retired_at_is_refused_as_corrupt() -> N
         tool.close()
 
 
+@pytest.mark.parametrize("version", [2.0, 3.0, 3, True], ids=["2.0", "3.0", "3-without-kept-keys", "true"])
+def test_tenant_key_document_with_a_version_it_was_not_written_as_is_refused(version: object) -> None:
+    """Found by test_fuzz_tenant_key_object: a float (or a bool) equals a version number in
+    Python, and version 3 is only written with kept keys. Each is a document s3memory never
+    wrote, so it is corrupt, not read as another version."""
+    rig = _rig("tenant")
+    stored = rig.store.get("alice/.s3memory/tenant-key")
+    assert stored is not None
+    document = json.loads(stored.body)
+    assert document["v"] == 2 and not document.get("kept")
+    document["v"] = version
+    store = InMemoryStore()
+    store.put("alice/.s3memory/tenant-key", json.dumps(document).encode(), {})
+    store.put(rig.writer.layout.key_for(parse_path(FILE)), rig.original.body, rig.original.metadata)
+    tool = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    try:
+        with pytest.raises(TenantKeyError):
+            tool.view(FILE)
+    finally:
+        tool.close()
+
+
 def test_rigs_read_their_own_file() -> None:
     """The fuzz targets above start from objects that open (else every outcome is a failure)."""
     for mode in ("tenant", "kms"):
