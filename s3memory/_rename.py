@@ -8,17 +8,22 @@ in round trips:
    attempt that failed part-way). The checks: the source exists; nothing is at the
    destination but our own copies (:func:`only_our_copies`); no ancestor of the new path is
    a file; no target path would be too long (:func:`plan_moves`).
-2. Unless resuming: the intent record, PUT with ``If-None-Match: *``. It lists the ETags of
-   the files being moved, sealed for a name no memory path can have.
+2. A directory, unless resuming: the intent record, PUT with ``If-None-Match: *``. It
+   lists the ETags of the files being moved, sealed for a name no memory path can have.
+   Beside it, the HEAD of every file below the old path (a listing carries no metadata,
+   and each copy needs its source's data key). A single file needs neither: the survey
+   HEADed it, and a copy of one file identifies itself (a copy keeps its source's ETag).
 3. Every copy, concurrently: server-side, ``If-Match`` the source's ETag and ``If-None-Match:
    *`` on the target, the data key re-wrapped for the new path (:func:`copy_rewrapped`).
 4. One DeleteObjects: the sources, each only if unchanged since its copy, and the record;
    beside it the history record (``_records``) about each path, which names each copy's
    provenance.
 
-A failure part-way leaves each file at its old path, its new path or both, and the record;
-issuing the rename again finds the record and finishes the job. ``tests/test_stateful.py``
-models the protocol; ``tests/test_vectors.py`` freezes the record's key and format.
+So a file moves in 3 round trips and a directory in 4. A failure part-way leaves each file
+at its old path, its new path or both, and a directory's record; issuing the rename again
+finishes the job: a directory's by its record, a file's because the copy at the
+destination is of the very version at the source. ``tests/test_stateful.py`` models the
+protocol; ``tests/test_vectors.py`` freezes the record's key and format.
 
 Over 400 lines because the protocol is kept whole: its round trips and the rules for
 resuming are argued together, and reviewed together.
@@ -136,6 +141,15 @@ def remove_stale_intent(files: SealedFiles, key: str, etag: str) -> None:
         raise PreconditionFailedError(RUNNING_ELSEWHERE) from None
 
 
+def discard_stale_intent(files: SealedFiles, key: str, etag: str) -> None:
+    """Delete the object at a record's key that is no record, if it is still that one; one
+    that changed meanwhile is another rename's business."""
+    try:
+        files.store.delete([key], if_match={key: etag})
+    except PreconditionFailedError:
+        log.info("left an object at a rename record's key: it changed meanwhile")
+
+
 # -- the resume rules ----------------------------------------------------------------------
 def only_our_copies(
     intent: Intent | None,
@@ -146,10 +160,10 @@ def only_our_copies(
 ) -> bool:
     """Whether everything at the destination is our own copy, in the shape this rename makes.
 
-    Our own copies are the only thing allowed at the destination: none on a fresh rename
-    (``intent`` None), so any object there is refused; when resuming, copies of the files the
-    record lists (``intent["etags"]``) or of the sources as they are now (a copy keeps its
-    source's ETag).
+    Our own copies are the only thing allowed at the destination: when resuming, copies of
+    the files the record lists (``intent["etags"]``) or of the sources as they are now (a
+    copy keeps its source's ETag); with no record, a copy of the source if it is one file
+    (a rename of one file writes no record), and nothing at all for a directory.
 
     And in the shape this rename makes: a file where a file goes (a file is moved: nothing
     below the new path), files below the new path where a directory goes (a directory is
@@ -163,6 +177,10 @@ def only_our_copies(
     if intent is not None:  # copies of the recorded versions, or of the sources as they are now
         ours = {_bare(etag) for etag in intent.get("etags", [])}
         ours |= {_bare(info.etag) for info in ([old_head] if old_head is not None else []) + list(old_under)}
+    elif old_head is not None and not old_under:
+        # One file is its own record: a copy of it is this very version, byte for byte (the
+        # same ETag), so keeping that copy and removing the source loses nothing.
+        ours = {_bare(old_head.etag)}
     if not all(_bare(info.etag) in ours for info in at_destination):
         return False
     return not ((old_head is not None and new_under) or (old_head is None and new_head is not None))
@@ -247,16 +265,15 @@ def rewrapped_metadata(
 
 
 def copy_rewrapped(
-    files: SealedFiles, move: Move, target_is_ours: bool, at_us: int
+    files: SealedFiles, move: Move, info: ObjectInfo | None, target_is_ours: bool, at_us: int
 ) -> tuple[str, str | None, Provenance | None]:
-    """Copy one source to its target; return (source key, the source ETag copied, the copy's
-    provenance if this copy made it).
+    """Copy one source (``info``: its HEAD) to its target; return (source key, the source
+    ETag copied, the copy's provenance if this copy made it).
 
     ``target_is_ours``: the target holds a copy made by an interrupted attempt at this
     rename; it is kept if it is a copy of this very version, else replaced by it.
     """
     store = files.store
-    info = move.head or store.head(move.source_key)
     if info is None:
         return move.source_key, None, None  # deleted concurrently: nothing to move
     if target_is_ours:
@@ -317,9 +334,26 @@ def survey(files: SealedFiles, old: MemoryPath, new: MemoryPath, record_key: str
     )
 
 
+def head_sources_and_record(
+    files: SealedFiles, moves: Sequence[Move], record: tuple[str, Intent] | None
+) -> list[ObjectInfo | None]:
+    """Round trip 2: the HEAD of every source the survey did not HEAD (S3 lists no metadata,
+    and each copy must carry its source's data key re-wrapped), and beside them ``record``
+    (its key and content), the intent record of a fresh rename of a directory. The HEADs
+    are reads, so they need not wait for the record; the copies do."""
+    rt = files.round_trip()
+    heads = [None if move.head is not None else rt.submit(files.store.head, move.source_key) for move in moves]
+    if record is not None:
+        rt.submit(write_intent, files, *record)
+    if record is not None or any(head is not None for head in heads):
+        rt.wait()
+    return [move.head if head is None else head.result() for move, head in zip(moves, heads, strict=True)]
+
+
 def copy_all(
     files: SealedFiles,
     moves: Sequence[Move],
+    heads: Sequence[ObjectInfo | None],
     ours: set[str],
     progress: Callable[[int, int], None] | None,
     records_about: Sequence[MemoryPath],
@@ -329,7 +363,10 @@ def copy_all(
     holding copies of an earlier attempt. Beside them, what the history record about each of
     ``records_about`` needs (the history key, cached after its first use)."""
     at_us = int(time.time() * 1_000_000)  # the rename's one time, in its copies and its record
-    copies = [functools.partial(copy_rewrapped, files, move, move.target_key in ours, at_us) for move in moves]
+    copies = [
+        functools.partial(copy_rewrapped, files, move, head, move.target_key in ours, at_us)
+        for move, head in zip(moves, heads, strict=True)
+    ]
     rt = files.round_trip()
     copied = [rt.submit(copy) for copy in (reporting(copies, progress) if progress is not None else copies)]
     sealers = [rt.submit(_records.sealer, files, [about], at_us=at_us) for about in records_about]
@@ -380,14 +417,17 @@ def rename(
     if seen.intent is not None and leftover_in_the_way({move.target_key for move in moves}, seen.at_destination):
         raise PathExistsError(f"Error: The destination {new_path} already exists")
 
-    if seen.intent is None:  # round trip 2: the record, before anything is copied
+    # A rename of one file writes no record: its copy identifies itself (only_our_copies).
+    new_record: tuple[str, Intent] | None = None
+    if seen.intent is None and seen.old_under:
         if seen.stale_intent is not None:
             remove_stale_intent(files, record_key, seen.stale_intent)
         etags = sorted({_bare(info.etag) for info in seen.sources})
-        write_intent(files, record_key, {"op": "rename", "old": old.display, "new": new.display, "etags": etags})
+        new_record = (record_key, {"op": "rename", "old": old.display, "new": new.display, "etags": etags})
+    heads = head_sources_and_record(files, moves, new_record)
     try:
         ours = {info.key for info in seen.at_destination}  # all ours, as checked
-        copied, sealers = copy_all(files, moves, ours, progress, [old, new])
+        copied, sealers = copy_all(files, moves, heads, ours, progress, [old, new])
     except PreconditionFailedError:
         raise PreconditionFailedError(
             f"Error: {old_path} or {new_path} changed while it was being renamed; nothing was lost. "
@@ -397,7 +437,10 @@ def rename(
         # intent record; beside them, the history record of who moved what
         rt = files.round_trip()
         copied_etags = {source: etag for source, (etag, _) in copied.items()}
-        rt.submit(files.store.delete, [*copied_etags, record_key], if_match=copied_etags)
+        recorded = [record_key] if seen.intent is not None or new_record is not None else []
+        rt.submit(files.store.delete, [*copied_etags, *recorded], if_match=copied_etags)
+        if not recorded and seen.stale_intent is not None:  # what a directory's rename removes first
+            rt.submit(discard_stale_intent, files, record_key, seen.stale_intent)
         moved = [(m.source, m.target, *copied[m.source_key]) for m in moves if m.source_key in copied]
         record = _records.rename_record(old, new, moved)
         for sealer in sealers:  # concurrently, beside the delete

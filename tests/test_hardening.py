@@ -198,9 +198,10 @@ def memory_intent_key(memory: EncryptedMemory, old: str, new: str) -> str:
 
 
 def test_the_intent_key_is_where_rename_looks(make_memory: MakeMemory) -> None:
-    """Keeps the forging test honest: an interrupted rename leaves its record at that key."""
+    """Keeps the forging test honest: an interrupted rename leaves its record at that key
+    (a directory's: a rename of one file writes none, but reads one there all the same)."""
     memory = make_memory("inmemory")
-    memory.create("/memories/a.md", "x\n")
+    memory.create("/memories/a/x.md", "x\n")
 
     original_delete = memory.store.delete
 
@@ -209,9 +210,9 @@ def test_the_intent_key_is_where_rename_looks(make_memory: MakeMemory) -> None:
 
     memory.store.delete = failing_delete  # type: ignore[method-assign]
     with pytest.raises(IntegrityError):
-        memory.rename("/memories/a.md", "/memories/b.md")
+        memory.rename("/memories/a", "/memories/b")
     memory.store.delete = original_delete  # type: ignore[method-assign]
-    assert memory.store.get(memory_intent_key(memory, "/memories/a.md", "/memories/b.md")) is not None
+    assert memory.store.get(memory_intent_key(memory, "/memories/a", "/memories/b")) is not None
 
 
 # --- 7: edit answers -------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ no fault, must leave the renamed state; its answer must be the success, or, if t
 attempt had in fact finished (only the response to its last request, the removal of the
 intent record, was lost), that the source does not exist, as for any rename issued twice.
 
+A rename of one file writes no record: its copy at the destination is of the very version
+at the source (the same text here, the same ETag in S3), so the model allows the
+destination to hold that copy, which is kept, with or without a record.
+
 The model follows the rename's resumption: a record exists only for a rename that passed
 its checks, and lists the versions of the files it moves; resuming, the destination may
 hold only copies of those (or of the sources as they are now), which are kept or replaced,
@@ -365,6 +369,8 @@ def model_rename(
     if resuming:  # copies of the recorded versions, or of the sources as they are now
         ours = (recorded or {}).get(pair, frozenset())
         ours |= {files[p] for p in ([old] if old in files else []) + under(files, old)}
+    elif old in files and not under(files, old):  # one file writes no record: a copy of it is its own
+        ours = frozenset({files[old]})
     at_destination = ([new] if new in files else []) + under(files, new)
     only_ours = all(files[t] in ours for t in at_destination)
     if (old in files and under(files, new)) or (old not in files and new in files):
@@ -747,6 +753,41 @@ def test_a_resumed_rename_never_puts_a_directory_under_a_file() -> None:
         with pytest.raises(S3MemoryError):
             memory.rename("/memories/d", "/memories/g")
         assert stored_files(store, memory) == {"d/x.md": "X", "g": "G"}
+    finally:
+        memory.close()
+
+
+def test_a_rename_of_one_file_interrupted_after_its_copy_finishes_when_reissued() -> None:
+    """One file writes no intent record (3 round trips, not 4): re-issued after the copy,
+    the rename recognises its copy (the very version of the source) and finishes."""
+    store, memory = fresh_memory()
+    memory.create("/memories/a.md", "A")
+    store.arm(1, "before", only="delete")
+    try:
+        with pytest.raises(StorageUnavailableError):
+            memory.rename("/memories/a.md", "/memories/b.md")
+        assert stored_files(store, memory) == {"a.md": "A", "b.md": "A"}
+        assert [info.key for info in store.inner.list("alice/.s3memory/intents/")] == []
+        answer = memory.rename("/memories/a.md", "/memories/b.md")
+        assert answer == "Successfully renamed /memories/a.md to /memories/b.md"
+        assert stored_files(store, memory) == {"b.md": "A"}
+    finally:
+        memory.close()
+
+
+def test_a_rename_of_one_file_never_replaces_another_version_at_the_destination() -> None:
+    """Without a record, only a copy of the source's current version counts as the rename's
+    own: a copy of an older version (the source was edited since) is someone's file."""
+    store, memory = fresh_memory()
+    memory.create("/memories/a.md", "A")
+    store.arm(1, "before", only="delete")
+    try:
+        with pytest.raises(StorageUnavailableError):
+            memory.rename("/memories/a.md", "/memories/b.md")
+        memory.str_replace("/memories/a.md", "A", "A2")
+        with pytest.raises(PathExistsError):
+            memory.rename("/memories/a.md", "/memories/b.md")
+        assert stored_files(store, memory) == {"a.md": "A2", "b.md": "A"}
     finally:
         memory.close()
 
