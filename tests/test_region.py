@@ -48,17 +48,17 @@ def aws_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 @pytest.fixture
 def clients(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Every boto3 client built from now on, by service name."""
-    import boto3
+    """Every AWS client s3memory builds from now on (from its own tuned session), by service name."""
+    from s3memory import _aws
 
     built: dict[str, Any] = {}
-    real = boto3.client
+    real = _aws.new_client
 
     def spy(service: str, *args: Any, **kwargs: Any) -> Any:
         built[service] = real(service, *args, **kwargs)
         return built[service]
 
-    monkeypatch.setattr(boto3, "client", spy)
+    monkeypatch.setattr(_aws, "new_client", spy)
     return built
 
 

@@ -12,6 +12,7 @@ version that is a delete marker), which are read together.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._aws_errors import map_aws_error
@@ -19,6 +20,9 @@ from .._errors import ObjectTooLargeError, PreconditionFailedError, StorageAcces
 from ._base import NULL_VERSION, ObjectInfo, ObjectStore, ObjectVersion, StoredObject, check_purge_prefix, check_size
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
+#: DeleteObjects requests in flight at once: botocore's default connection pool, so a
+#: client passed in with default settings reuses its connections.
+DELETE_WORKERS = 10
 
 _Versions = list[ObjectVersion]  # in S3Store, ``list`` is the method
 
@@ -258,23 +262,38 @@ class S3Store(ObjectStore):
         return len(doomed)
 
     def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
+        """``DeleteObjects``, 1,000 keys a request, the requests sent together (10,000 keys
+        are one round trip, not 10). Every batch runs even if another fails; the first
+        failure in the order of ``keys`` is raised, then ``PreconditionFailedError`` if an
+        ``if_match`` condition failed."""
         conditions = if_match or {}
-        changed = 0
-        for start in range(0, len(keys), DELETE_BATCH):
-            batch = keys[start : start + DELETE_BATCH]
-            objects = [{"Key": k, "ETag": conditions[k]} if k in conditions else {"Key": k} for k in batch]
-            response = self._call("delete_objects", Delete={"Objects": objects, "Quiet": True})
-            errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
-            lost_race = [e for e in errors if e.get("Code") in ("PreconditionFailed", "412")]
-            changed += len(lost_race)
-            errors = [e for e in errors if e not in lost_race]
-            if errors:
-                raise StorageError(
-                    f"Error: Memory storage failed during delete_objects: "
-                    f"{len(errors)} of {len(batch)} objects could not be deleted ({errors[0].get('Code')})."
-                )
+        batches = [keys[start : start + DELETE_BATCH] for start in range(0, len(keys), DELETE_BATCH)]
+        if len(batches) <= 1:
+            changed = sum(self._delete_batch(batch, conditions) for batch in batches)
+        else:
+            # A pool of this call's own: nothing to close, no thread outlives the call. Not
+            # pool.map: its first error cancels the batches not yet started.
+            workers = min(len(batches), DELETE_WORKERS)
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3memory-delete") as pool:
+                sent = [pool.submit(self._delete_batch, batch, conditions) for batch in batches]
+            changed = sum(future.result() for future in sent)  # every batch is done here
         if changed:
             raise PreconditionFailedError(f"Error: {changed} objects changed and were not deleted")
+
+    def _delete_batch(self, batch: Sequence[str], conditions: Mapping[str, str]) -> int:
+        """One ``DeleteObjects``: how many keys were kept because their ETag condition failed.
+        A missing key is deleted already; any other refusal raises ``StorageError``."""
+        objects = [{"Key": k, "ETag": conditions[k]} if k in conditions else {"Key": k} for k in batch]
+        response = self._call("delete_objects", Delete={"Objects": objects, "Quiet": True})
+        errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+        lost_race = [e for e in errors if e.get("Code") in ("PreconditionFailed", "412")]
+        errors = [e for e in errors if e not in lost_race]
+        if errors:
+            raise StorageError(
+                f"Error: Memory storage failed during delete_objects: "
+                f"{len(errors)} of {len(batch)} objects could not be deleted ({errors[0].get('Code')})."
+            )
+        return len(lost_race)
 
     # -- versions ------------------------------------------------------------------------
     def keeps_versions(self) -> bool:
