@@ -12,7 +12,7 @@ in round trips:
    lists the ETags of the files being moved, sealed for a name no memory path can have.
    Beside it, the HEAD of every file below the old path (a listing carries no metadata,
    and each copy needs its source's data key). A single file needs neither: the survey
-   HEADed it, and a copy of one file identifies itself (a copy keeps its source's ETag).
+   HEADed it, and a copy of one file identifies itself (:func:`renamed_from`).
 3. Every copy, concurrently: server-side, ``If-Match`` the source's ETag and ``If-None-Match:
    *`` on the target, the data key re-wrapped for the new path (:func:`copy_rewrapped`).
 4. One DeleteObjects: the sources, each only if unchanged since its copy, and the record;
@@ -157,13 +157,16 @@ def only_our_copies(
     old_under: Sequence[ObjectInfo],
     new_head: ObjectInfo | None,
     new_under: Sequence[ObjectInfo],
+    *,
+    copy_of_source: bool = False,
 ) -> bool:
     """Whether everything at the destination is our own copy, in the shape this rename makes.
 
     Our own copies are the only thing allowed at the destination: when resuming, copies of
     the files the record lists (``intent["etags"]``) or of the sources as they are now (a
-    copy keeps its source's ETag); with no record, a copy of the source if it is one file
-    (a rename of one file writes no record), and nothing at all for a directory.
+    copy keeps its source's ETag); with no record, the file at the destination if it is
+    ``copy_of_source`` (see :func:`renamed_from`: a rename of one file writes no record),
+    and nothing at all for a directory.
 
     And in the shape this rename makes: a file where a file goes (a file is moved: nothing
     below the new path), files below the new path where a directory goes (a directory is
@@ -177,13 +180,39 @@ def only_our_copies(
     if intent is not None:  # copies of the recorded versions, or of the sources as they are now
         ours = {_bare(etag) for etag in intent.get("etags", [])}
         ours |= {_bare(info.etag) for info in ([old_head] if old_head is not None else []) + list(old_under)}
-    elif old_head is not None and not old_under:
-        # One file is its own record: a copy of it is this very version, byte for byte (the
-        # same ETag), so keeping that copy and removing the source loses nothing.
+    elif copy_of_source and old_head is not None and not old_under:
         ours = {_bare(old_head.etag)}
     if not all(_bare(info.etag) in ours for info in at_destination):
         return False
     return not ((old_head is not None and new_under) or (old_head is None and new_head is not None))
+
+
+def provenance_at(files: SealedFiles, path: MemoryPath, info: ObjectInfo) -> Provenance | None:
+    """The provenance sealed in the object ``info`` (a HEAD), if it opens for ``path``."""
+    header = envelope.parse_header(info.metadata)
+    data_key = files.keyring.unwrap(header.wrapped_key, files.stored_binding(path.display, header))
+    return files.provenance_in(info.metadata, info.key, data_key)
+
+
+def renamed_from(
+    files: SealedFiles, old: MemoryPath, new: MemoryPath, old_head: ObjectInfo, new_head: ObjectInfo
+) -> bool:
+    """Whether the file at ``new`` is a rename's copy of the very version at ``old``: the same
+    body (ETag), and its provenance, which opens only for ``new``, says "renamed" from the
+    source's revision of the same file. A rename of one file writes no record, so this is
+    how it knows its own copy when issued again. An equal ETag alone is not enough: the copy
+    of a rename running the other way (b to a while a to b) has one too, and so does an
+    object a bucket writer copied there whole. Costs a key unwrap of each (a KMS Decrypt in
+    KMS mode unless cached), only when a file at the destination has the source's ETag."""
+    if _bare(old_head.etag) != _bare(new_head.etag):
+        return False
+    try:
+        source, copy = provenance_at(files, old, old_head), provenance_at(files, new, new_head)
+    except (IntegrityError, ForeignObjectError):
+        return False
+    if source is None or copy is None:
+        return False  # a file from before provenance: refused, as any file at the destination
+    return copy.op == "renamed" and copy.prev == source.rev and copy.file == source.file
 
 
 def leftover_in_the_way(targets: set[str], at_destination: Sequence[ObjectInfo]) -> bool:
@@ -265,28 +294,31 @@ def rewrapped_metadata(
 
 
 def copy_rewrapped(
-    files: SealedFiles, move: Move, info: ObjectInfo | None, target_is_ours: bool, at_us: int
+    files: SealedFiles, move: Move, info: ObjectInfo | None, ours: str | None, at_us: int
 ) -> tuple[str, str | None, Provenance | None]:
     """Copy one source (``info``: its HEAD) to its target; return (source key, the source
     ETag copied, the copy's provenance if this copy made it).
 
-    ``target_is_ours``: the target holds a copy made by an interrupted attempt at this
-    rename; it is kept if it is a copy of this very version, else replaced by it.
+    ``ours``: the ETag of a copy an interrupted attempt at this rename left at the target,
+    as the survey saw it. It is kept if it is a copy of this very version, else replaced by
+    it, but only if it is still that copy: a file written there since is someone's edit.
     """
     store = files.store
     if info is None:
         return move.source_key, None, None  # deleted concurrently: nothing to move
-    if target_is_ours:
+    target_exists = False
+    if ours is not None:
         existing = store.head(move.target_key)
         if existing is not None and _bare(existing.etag) == _bare(info.etag):
             return move.source_key, info.etag, None  # an earlier attempt's copy: history HEADs it
+        if existing is not None and _bare(existing.etag) != _bare(ours):
+            raise PreconditionFailedError(f"Error: {move.target_key} changed during the rename")
+        target_exists = existing is not None
     metadata: Mapping[str, str] = info.metadata
     provenance = None
     if move.source is not None and move.target is not None:
         metadata, provenance = rewrapped_metadata(files, info, move, at_us)
-    store.copy(
-        move.source_key, move.target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_is_ours
-    )
+    store.copy(move.source_key, move.target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_exists)
     return move.source_key, info.etag, provenance
 
 
@@ -354,17 +386,17 @@ def copy_all(
     files: SealedFiles,
     moves: Sequence[Move],
     heads: Sequence[ObjectInfo | None],
-    ours: set[str],
+    ours: Mapping[str, str],
     progress: Callable[[int, int], None] | None,
     records_about: Sequence[MemoryPath],
 ) -> tuple[dict[str, tuple[str, Provenance | None]], list[_records.Sealer]]:
     """Round trip 3: every copy, concurrently; the source ETag copied and the copy's
-    provenance, by source key (a source deleted meanwhile is left out). ``ours``: target keys
-    holding copies of an earlier attempt. Beside them, what the history record about each of
+    provenance, by source key (a source deleted meanwhile is left out). ``ours``: the ETags
+    of the copies of an earlier attempt, by target key. Beside them, what the history record about each of
     ``records_about`` needs (the history key, cached after its first use)."""
     at_us = int(time.time() * 1_000_000)  # the rename's one time, in its copies and its record
     copies = [
-        functools.partial(copy_rewrapped, files, move, head, move.target_key in ours, at_us)
+        functools.partial(copy_rewrapped, files, move, head, ours.get(move.target_key), at_us)
         for move, head in zip(moves, heads, strict=True)
     ]
     rt = files.round_trip()
@@ -397,7 +429,17 @@ def rename(
         raise files.not_found(f"Error: The path {old_path} does not exist")
     record_key = intent_key(files, old, new)
     seen = survey(files, old, new, record_key)
-    only_ours = only_our_copies(seen.intent, seen.old_head, seen.old_under, seen.new_head, seen.new_under)
+    copy_of_source = (
+        seen.intent is None
+        and seen.old_head is not None
+        and seen.new_head is not None
+        and not seen.old_under
+        and not seen.new_under
+        and renamed_from(files, old, new, seen.old_head, seen.new_head)
+    )
+    only_ours = only_our_copies(
+        seen.intent, seen.old_head, seen.old_under, seen.new_head, seen.new_under, copy_of_source=copy_of_source
+    )
     if not seen.sources:
         if seen.stale_intent is not None:
             remove_stale_intent(files, record_key, seen.stale_intent)
@@ -426,7 +468,7 @@ def rename(
         new_record = (record_key, {"op": "rename", "old": old.display, "new": new.display, "etags": etags})
     heads = head_sources_and_record(files, moves, new_record)
     try:
-        ours = {info.key for info in seen.at_destination}  # all ours, as checked
+        ours = {info.key: info.etag for info in seen.at_destination}  # all ours, as checked
         copied, sealers = copy_all(files, moves, heads, ours, progress, [old, new])
     except PreconditionFailedError:
         raise PreconditionFailedError(

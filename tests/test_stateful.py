@@ -89,12 +89,15 @@ from s3memory import (
     NotADirectoryConflict,
     PathExistsError,
     PathNotFoundError,
+    PreconditionFailedError,
     S3MemoryError,
     StorageUnavailableError,
     binding_context,
     format_size,
     open_memory,
+    parse_path,
 )
+from s3memory._rename import provenance_at
 from s3memory.stores import DelegatingStore, ObjectStore
 
 T = TypeVar("T")
@@ -349,7 +352,12 @@ def model_delete(files: Files, intents: Intents, path: str) -> Effect:
 
 
 def model_rename(
-    files: Files, intents: Intents, old: str, new: str, recorded: Mapping[Pair, frozenset[str]] | None = None
+    files: Files,
+    intents: Intents,
+    old: str,
+    new: str,
+    recorded: Mapping[Pair, frozenset[str]] | None = None,
+    copies: frozenset[Pair] = frozenset(),
 ) -> Effect:
     """The rename's meaning, with the resumption the intent record gives it.
 
@@ -369,7 +377,7 @@ def model_rename(
     if resuming:  # copies of the recorded versions, or of the sources as they are now
         ours = (recorded or {}).get(pair, frozenset())
         ours |= {files[p] for p in ([old] if old in files else []) + under(files, old)}
-    elif old in files and not under(files, old):  # one file writes no record: a copy of it is its own
+    elif (old, new) in copies and not under(files, old):  # one file writes no record: its copy is its own
         ours = frozenset({files[old]})
     at_destination = ([new] if new in files else []) + under(files, new)
     only_ours = all(files[t] in ours for t in at_destination)
@@ -443,6 +451,7 @@ class FaultMachine(RuleBasedStateMachine):
         self.files: Files = {}
         self.intent_options: set[Intents] = {frozenset()}
         self.recorded: dict[Pair, frozenset[str]] = {}  # what each possible record lists
+        self.copies: frozenset[Pair] = frozenset()  # (a, b): b is a rename's copy of a as it is now
         self.serial = 0
         self.retry: Pair | None = None  # a rename that failed only because of faults
         self.retry_clean = False  # ... and nothing else ran since
@@ -484,7 +493,7 @@ class FaultMachine(RuleBasedStateMachine):
     def model(self, command: str, args: tuple[Any, ...], intents: Intents) -> Effect:
         function: Callable[..., Effect] = globals()[f"model_{command}"]
         if command == "rename":
-            return model_rename(self.files, intents, *args, recorded=self.recorded)
+            return model_rename(self.files, intents, *args, recorded=self.recorded, copies=self.copies)
         return function(self.files, intents, *args)
 
     def intent_key(self, pair: Pair) -> str:
@@ -492,11 +501,15 @@ class FaultMachine(RuleBasedStateMachine):
         name = binding_context(self.memory.layout.tenant, f"{display(pair[0])}\n{display(pair[1])}")
         return f"{self.memory.layout.internal_prefix}intents/rename-{name['s3memory:path'][:40]}"
 
-    def observe(self) -> tuple[Files, set[str]]:
-        """Every file, read back through ``view``, and the keys of the rename intent records."""
+    def observe(self) -> tuple[Files, set[str], frozenset[Pair]]:
+        """Every file, read back through ``view``; the keys of the rename intent records; and
+        which file is a rename's copy of which other file as it is now (by the provenance
+        sealed in each: the one thing that tells the copy of a rename one way from the copy
+        of a rename the other way, which have the same text)."""
         layout = self.memory.layout
         files: Files = {}
         intents: set[str] = set()
+        provenance: dict[str, Any] = {}
         with self.store.paused():
             for info in self.store.inner.list(layout.tenant_prefix):
                 if info.key.startswith(layout.internal_prefix + "intents/rename-"):
@@ -512,10 +525,22 @@ class FaultMachine(RuleBasedStateMachine):
                 header, _, body = shown.partition("\n")
                 assert header == f"Here's the content of {path.display} with line numbers:", shown
                 files[path.relative] = "\n".join(line.split("\t", 1)[1] for line in body.split("\n"))
+                head = self.store.inner.head(info.key)
+                assert head is not None
+                provenance[path.relative] = provenance_at(self.memory.files, path, head)
                 STATS["files_checked"] += 1
             listing = self.memory.view(ROOT)  # never raises
         assert listing == show_directory(files, ""), listing
-        return files, intents
+        copies = frozenset(
+            (source, copy)
+            for copy, made in provenance.items()
+            for source, of in provenance.items()
+            if made is not None
+            and of is not None
+            and made.op == "renamed"
+            and (made.prev, made.file) == (of.rev, of.file)
+        )
+        return files, intents, copies
 
     def check(
         self,
@@ -526,7 +551,7 @@ class FaultMachine(RuleBasedStateMachine):
         fired: bool,
         injected: bool,
     ) -> None:
-        observed, intent_records = self.observe()
+        observed, intent_records, copies = self.observe()
         options: set[Intents] = set()
         for intents in self.intent_options:
             effect = self.model(command, args, intents)
@@ -542,7 +567,8 @@ class FaultMachine(RuleBasedStateMachine):
                 if allowed_after_fault(command, effect, self.files, observed):
                     if command == "rename":
                         pair = (args[0], args[1])
-                        options |= {intents | {pair}, intents - {pair}}
+                        one_file = args[0] in self.files and not under(self.files, args[0])
+                        options |= {intents, intents - {pair}} if one_file else {intents | {pair}, intents - {pair}}
                     else:
                         options.add(intents)
         # Which records exist is observable (each is named by its pair): narrow on them exactly.
@@ -573,7 +599,7 @@ class FaultMachine(RuleBasedStateMachine):
                 written = frozenset(self.files[p] for p in sources)
                 earlier = self.recorded.get(pair, frozenset()) if True in existed else frozenset()
                 self.recorded[pair] = earlier | written
-        self.files, self.intent_options = observed, narrowed
+        self.files, self.intent_options, self.copies = observed, narrowed, copies
 
     # -- rules ---------------------------------------------------------------------------
     @initialize(paths=st.sets(st.sampled_from(SEED_PATHS)))
@@ -664,7 +690,7 @@ class FaultMachine(RuleBasedStateMachine):
 
     def rename_and_track(self, old: str, new: str) -> tuple[str | None, S3MemoryError | None, bool]:
         self.last_rename = (old, new)
-        effects = [model_rename(self.files, intents, old, new) for intents in self.intent_options]
+        effects = [model_rename(self.files, intents, old, new, copies=self.copies) for intents in self.intent_options]
         would_succeed = all(effect.expect.error is None and effect.moves for effect in effects)
         result, error, fired = self.run("rename", old, new)
         if error is not None and fired:
@@ -790,6 +816,110 @@ def test_a_rename_of_one_file_never_replaces_another_version_at_the_destination(
         assert stored_files(store, memory) == {"a.md": "A2", "b.md": "A"}
     finally:
         memory.close()
+
+
+class BeforeCall(DelegatingStore):
+    """Runs ``action`` once, just before the ``countdown``-th call of ``method`` (on ``key``,
+    if given): another agent acting in the window between two round trips of a rename."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.hook: tuple[str, str | None, list[int], Callable[[], Any]] | None = None
+
+    def _maybe(self, method: str, key: str | None) -> None:
+        if self.hook is None or self.hook[0] != method or self.hook[1] not in (None, key):
+            return
+        self.hook[2][0] -= 1
+        if self.hook[2][0] == 0:
+            action, self.hook = self.hook[3], None
+            action()
+
+    def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
+        self._maybe("delete", None)
+        super().delete(keys, if_match=if_match)
+
+    def head(self, key: str) -> Any:
+        self._maybe("head", key)
+        return super().head(key)
+
+
+def two_agents() -> tuple[BeforeCall, Any, Any]:
+    """Two memories of one user over one store; the first one's calls can be hooked."""
+    inner = InMemoryStore()
+    hooked = BeforeCall(inner)
+    first = open_memory(user_id="alice", store=hooked, master_key=MASTER_KEY, key_cache=KeyCache())
+    second = open_memory(user_id="alice", store=inner, master_key=MASTER_KEY, key_cache=KeyCache())
+    return hooked, first, second
+
+
+@pytest.mark.parametrize(
+    ("seed", "first_rename", "undo"),
+    [
+        ("/memories/a.md", ("/memories/a.md", "/memories/b.md"), ("/memories/b.md", "/memories/a.md")),
+        ("/memories/d/x.md", ("/memories/d", "/memories/e"), ("/memories/e/x.md", "/memories/d/x.md")),
+    ],
+    ids=["file", "directory"],
+)
+def test_a_rename_and_its_reverse_at_once_never_lose_the_file(seed: str, first_rename: Pair, undo: Pair) -> None:
+    """Found in review: agent 2 renames agent 1's fresh copy back while agent 1 is between
+    its copy and its delete. The copies have the same ETag; only the provenance says which
+    is the copy of which, so agent 2 must find its destination is not its own copy."""
+    hooked, first, second = two_agents()
+    first.create(seed, "precious\n")
+    answers: list[str] = []
+
+    def agent_two_undoes() -> None:
+        try:
+            answers.append(second.rename(*undo))
+        except PathExistsError as error:
+            answers.append(str(error))
+
+    hooked.hook = ("delete", None, [1], agent_two_undoes)
+    try:
+        first.rename(*first_rename)
+        assert answers == [f"Error: The destination {undo[1]} already exists"]
+        assert "precious" in second.view(undo[0])
+    finally:
+        first.close()
+        second.close()
+
+
+def test_an_object_copied_whole_to_the_destination_is_not_taken_for_the_renames_copy() -> None:
+    """A bucket writer copies a.md (body and metadata: the same ETag) to b.md's key. It is
+    not a copy the rename made (its provenance does not open for b.md), so the rename is
+    refused and a.md stays."""
+    store, memory = fresh_memory()
+    memory.create("/memories/a.md", "A")
+    source, target = (memory.layout.key_for(parse_path(p)) for p in ("/memories/a.md", "/memories/b.md"))
+    stored = store.inner.get(source)
+    assert stored is not None
+    store.inner.put(target, stored.body, stored.metadata)
+    try:
+        with pytest.raises(PathExistsError):
+            memory.rename("/memories/a.md", "/memories/b.md")
+        assert memory.read_text("/memories/a.md") == "A"
+    finally:
+        memory.close()
+
+
+def test_a_reissued_rename_never_overwrites_an_edit_made_to_its_copy_meanwhile() -> None:
+    """Found in review: the copy of an interrupted rename is edited by another agent between
+    the re-issued rename's survey and its copy; the edit must survive (the rename is refused
+    as changed, and can be looked at)."""
+    hooked, first, second = two_agents()
+    first.create("/memories/a.md", "A\n")
+    hooked.hook = ("delete", None, [1], lambda: (_ for _ in ()).throw(StorageUnavailableError("Error: injected")))
+    try:
+        with pytest.raises(StorageUnavailableError):
+            first.rename("/memories/a.md", "/memories/b.md")
+        target = first.layout.key_for(parse_path("/memories/b.md"))
+        hooked.hook = ("head", target, [2], lambda: second.str_replace("/memories/b.md", "A", "edited"))
+        with pytest.raises(PreconditionFailedError):
+            first.rename("/memories/a.md", "/memories/b.md")
+        assert "edited" in second.view("/memories/b.md") and "A" in second.view("/memories/a.md")
+    finally:
+        first.close()
+        second.close()
 
 
 def test_zz_the_machine_ran_and_injected_faults() -> None:
