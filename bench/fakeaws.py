@@ -11,12 +11,18 @@ counts against moto (``run.py --check-moto``). Correctness is tested on moto, ne
 
 ``Network`` sleeps one round-trip time per request inside that handler, so requests issued
 from different threads overlap as they would over a real network, and records each
-request's interval so the benchmark can count sequential round trips.
+request's interval so the benchmark can count sequential round trips. With ``http=True`` it
+answers nothing: the requests go over real HTTP to ``httpfake.py`` (which sleeps the round
+trip server-side), and each request's interval runs from ``before-send`` to the response.
+
+Each bucket keeps its keys sorted (``_Bucket``), so a LIST page costs its own size and not
+a sort of the whole bucket: at 100,000 keys the fake must not be what the scale run measures.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import json
 import os
@@ -81,23 +87,77 @@ class _Object:
     etag: str
 
 
+class _Bucket(dict[str, _Object]):
+    """A bucket's objects, with its keys also in a sorted list for listings.
+
+    Deleted keys stay in the list (skipped when listed) until they are a majority, so a
+    DeleteObjects of 1,000 keys does not shift a 100,000-key list 1,000 times. Fill it by
+    item assignment only (``update``/``setdefault`` would bypass the list).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[str] = []
+        self.stale = 0
+
+    def __setitem__(self, key: str, value: _Object) -> None:
+        if key not in self:
+            at = bisect.bisect_left(self.order, key)
+            if at < len(self.order) and self.order[at] == key:
+                self.stale -= 1  # a deleted key written again: already in its place
+            else:
+                self.order.insert(at, key)
+        super().__setitem__(key, value)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key not in self:
+            return super().pop(key, *default)
+        value = super().pop(key)
+        self.stale += 1
+        if self.stale > 1000 and self.stale * 2 > len(self.order):
+            self.order = [k for k in self.order if k in self]
+            self.stale = 0
+        return value
+
+    def __delitem__(self, key: str) -> None:
+        self.pop(key)
+
+    def keys_after(self, prefix: str, start: str, most: int) -> list[str]:
+        """Up to ``most`` live keys starting with ``prefix``, after ``start``, in order."""
+        at = bisect.bisect_left(self.order, prefix)
+        if start:
+            at = max(at, bisect.bisect_right(self.order, start))
+        found: list[str] = []
+        order = self.order
+        while at < len(order) and len(found) < most and order[at].startswith(prefix):
+            if order[at] in self:
+                found.append(order[at])
+            at += 1
+        return found
+
+
 @dataclass
 class FakeS3:
     """Buckets of objects, answering GetObject, HeadObject, PutObject, CopyObject,
-    ListObjectsV2, DeleteObject, DeleteObjects and CreateBucket (path-style URLs)."""
+    ListObjectsV2, DeleteObject, DeleteObjects and CreateBucket (path-style or virtual-hosted
+    URLs: the library's own client, which the bench measures, uses the latter on AWS)."""
 
-    buckets: dict[str, dict[str, _Object]] = field(default_factory=dict)
+    buckets: dict[str, _Bucket] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def respond(self, request: Any) -> AWSResponse:
         url = urlsplit(request.url)
-        bucket, _, raw_key = url.path.lstrip("/").partition("/")
+        host = url.hostname or ""
+        if ".s3." in host and host.endswith(".amazonaws.com"):  # virtual-hosted: the bucket is in the host
+            bucket, raw_key = host.split(".s3.", 1)[0], url.path.lstrip("/")
+        else:
+            bucket, _, raw_key = url.path.lstrip("/").partition("/")
         key = unquote(raw_key)
         query = parse_qs(url.query, keep_blank_values=True)
         headers = {k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
         with self.lock:
             if request.method == "PUT" and not key:
-                self.buckets.setdefault(bucket, {})
+                self.buckets.setdefault(bucket, _Bucket())
                 return _response(request, 200, {})
             objects = self.buckets.get(bucket)
             if objects is None:
@@ -121,7 +181,7 @@ class FakeS3:
                 return self._put(request, objects, key, headers)
         return _s3_error(request, 400, "NotImplemented")
 
-    def _put(self, request: Any, objects: dict[str, _Object], key: str, headers: dict[str, str]) -> AWSResponse:
+    def _put(self, request: Any, objects: _Bucket, key: str, headers: dict[str, str]) -> AWSResponse:
         current = objects.get(key)
         if headers.get("if-none-match") == "*" and current is not None:
             return _s3_error(request, 412, "PreconditionFailed")
@@ -129,7 +189,8 @@ class FakeS3:
             return _s3_error(request, 412 if current else 404, "PreconditionFailed" if current else "NoSuchKey")
         if "x-amz-copy-source" in headers:
             source_bucket, _, source_key = unquote(headers["x-amz-copy-source"]).lstrip("/").partition("/")
-            source = self.buckets.get(source_bucket, {}).get(source_key)
+            source_objects = self.buckets.get(source_bucket)
+            source = source_objects.get(source_key) if source_objects is not None else None
             if source is None:
                 return _s3_error(request, 404, "NoSuchKey")
             if "if-none-match" in headers and key in objects:
@@ -156,11 +217,11 @@ class FakeS3:
         objects[key] = _Object(body, metadata, etag)
         return _response(request, 200, {"ETag": etag})
 
-    def _list(self, request: Any, objects: dict[str, _Object], query: dict[str, list[str]]) -> AWSResponse:
+    def _list(self, request: Any, objects: _Bucket, query: dict[str, list[str]]) -> AWSResponse:
         prefix = query.get("prefix", [""])[0]
         max_keys = int(query.get("max-keys", ["1000"])[0])
         start = query.get("continuation-token", [""])[0]
-        keys = sorted(k for k in objects if k.startswith(prefix) and k > start)
+        keys = objects.keys_after(prefix, start, max_keys + 1)
         page, truncated = keys[:max_keys], len(keys) > max_keys
         parts = [f'<ListBucketResult xmlns="{_S3_NS}"><Prefix>{escape(prefix)}</Prefix>']
         parts.append(f"<KeyCount>{len(page)}</KeyCount><MaxKeys>{max_keys}</MaxKeys>")
@@ -177,7 +238,7 @@ class FakeS3:
         parts.append("</ListBucketResult>")
         return _response(request, 200, {}, "".join(parts).encode())
 
-    def _delete_many(self, request: Any, objects: dict[str, _Object], body: bytes) -> AWSResponse:
+    def _delete_many(self, request: Any, objects: _Bucket, body: bytes) -> AWSResponse:
         root = ET.fromstring(body)
         for element in root.iter():
             if element.tag.endswith("Key"):
@@ -226,28 +287,51 @@ class Network:
     """A simulated network: ``rtt`` seconds per request, requests overlapping across threads.
 
     Attach it to boto3 clients; with ``s3``/``kms`` responders it also answers the requests.
-    ``calls`` counts operations; ``intervals`` keeps when each request was in flight.
+    ``calls`` counts operations; ``intervals`` keeps when each request was in flight. With
+    ``http=True`` it only watches: the clients send over HTTP and the server sleeps.
     """
 
     rtt: float = 0.020
     s3: FakeS3 | None = None
     kms: FakeKMS | None = None
     enabled: bool = True
+    http: bool = False
     calls: Counter[str] = field(default_factory=Counter)
     intervals: list[tuple[float, float]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _sending: threading.local = field(default_factory=threading.local)
 
     def attach(self, client: Any) -> Any:
         service = client.meta.service_model.service_name
         events = client.meta.events
         events.register("before-call", self._count)
-        events.register_first("before-send", self._send_s3 if service == "s3" else self._send_kms)
+        if self.http:
+            # Last, so that the interval starts when nothing but the socket write is left.
+            events.register_last("before-send", self._sent)
+            events.register("before-parse", self._received)
+            events.register("response-received", self._done)
+        else:
+            events.register_first("before-send", self._send_s3 if service == "s3" else self._send_kms)
         return client
 
     def _count(self, model: Any, **_: Any) -> None:
         if self.enabled:
             with self.lock:
                 self.calls[model.service_model.service_name + ":" + model.name] += 1
+
+    def _sent(self, **_: Any) -> None:
+        self._sending.start, self._sending.end = time.perf_counter(), None
+
+    def _received(self, **_: Any) -> None:
+        self._sending.end = time.perf_counter()  # before parsing: the round trip is over
+
+    def _done(self, **_: Any) -> None:
+        start = getattr(self._sending, "start", None)
+        if self.enabled and start is not None:
+            end = self._sending.end or time.perf_counter()  # a connection error: no parse
+            with self.lock:
+                self.intervals.append((start, end))
+        self._sending.start = None
 
     def _wait(self) -> None:
         if self.enabled and self.rtt > 0:

@@ -11,19 +11,28 @@ import pytest
 BENCH = Path(__file__).parent.parent / "bench"
 
 
+def _rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with open(path / "latest.csv") as f:
+        return {(r["backend"], r["command"]): r for r in csv.DictReader(f)}
+
+
+SMALL = ["--rtt-ms", "1", "--files", "12", "--agent-files", "2", "--repeat", "1", "--no-cold-start"]
+
+
 def test_benchmark_small_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
     import run
 
-    assert run.main(["--rtt-ms", "1", "--files", "12", "--out", str(tmp_path), "--check-moto", "--no-cold-start"]) == 0
+    try:
+        assert run.main([*SMALL, "--out", str(tmp_path), "--check-moto", "--scale", "30"]) == 0
+    finally:
+        sys.modules.pop("run", None)
     out = capsys.readouterr().out
     assert "moto cross-check: identical S3 request and KMS call counts on all 11 commands" in out
-    with open(tmp_path / "latest.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 4 * 11
-    by_key = {(r["backend"], r["command"]): r for r in rows}
+    by_key = _rows(tmp_path)
+    assert len(by_key) == 5 * 11
     # the budget, in requests: a warm view of a file is one GET and no KMS call
     assert by_key[("s3memory (tenant key)", "view file")]["s3_detail"] == "GET 1"
     assert by_key[("s3memory (tenant key)", "view file")]["kms_calls"] == "0"
@@ -34,8 +43,63 @@ def test_benchmark_small_run(
     )
     # the obvious approach pays a KMS call per read and per write
     assert by_key[("obvious (S3EC + KMS, sequential)", "str_replace")]["kms_calls"] == "2"
-    assert (tmp_path / "latest.md").read_text().startswith("Simulated network: 1 ms per request")
-    sys.modules.pop("run", None)
+    # the embedded default is in the table, and makes no requests
+    assert by_key[("embedded default (LocalDirStore)", "create")]["s3_requests"] == "0"
+    report = (tmp_path / "latest.md").read_text()
+    assert report.startswith("Simulated network: 1 ms per request, in process")
+    assert "| embedded ÷ SDK local |" in report and "Issue 16 targets:" in report
+    # the scale rows: 30 files on the in-process S3 and on both local stores
+    for store in ("in-process S3", "embedded default", "SDK local"):
+        for command in ("view /memories", "rename dir", "delete dir"):
+            assert f"| {store} | {command} (30 files) |" in report
+
+
+def test_benchmark_over_http_counts_what_in_process_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real-HTTP mode: the same requests and KMS calls per command as in process (the
+    counting is the client's in both), and a client CPU figure for every command."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import run
+
+    try:
+        assert run.main([*SMALL, "--out", str(tmp_path / "in-process")]) == 0
+        assert run.main([*SMALL, "--out", str(tmp_path / "http"), "--http"]) == 0
+    finally:
+        sys.modules.pop("run", None)
+    capsys.readouterr()
+    in_process, http = _rows(tmp_path / "in-process"), _rows(tmp_path / "http")
+    assert in_process.keys() == http.keys() and len(http) == 5 * 11
+    for key, row in http.items():
+        assert (row["s3_detail"], row["kms_calls"]) == (in_process[key]["s3_detail"], in_process[key]["kms_calls"])
+        assert float(row["cpu_ms"]) >= 0
+    # a directory rename runs botocore in this process: its CPU is counted, per request too
+    rename = http[("s3memory (tenant key)", "rename dir (12 files)")]
+    assert float(rename["cpu_ms"]) > 0
+    report = (tmp_path / "http" / "latest.md").read_text()
+    assert report.startswith("Simulated network: 1 ms per request, over real HTTP/1.1")
+    assert "ms/req)" in report
+
+
+def test_cold_start_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first command in a fresh process runs against the HTTP fake, and importing
+    s3memory loads neither boto3, botocore nor anthropic."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    import httpfake
+    import run
+
+    try:
+        with httpfake.serve(0.0) as server:
+            first = run.first_command(server)
+        seconds, loaded = run.import_check()
+    finally:
+        sys.modules.pop("run", None)
+    assert first["loaded by import s3memory"] == "-"
+    assert set(first) >= {"import s3memory", "total"}
+    assert loaded == [] and seconds > 0
 
 
 def test_search_benchmark_holds_the_budget(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
