@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._access import AccessLog
+from ._aws import tune_session
 from ._config import Settings
 from ._entries import MemoryVersion
 from ._envelope import WrappedKey, binding_context
@@ -151,6 +152,7 @@ __all__ = [
     "parse_path",
     "rewrap_tenant_key",
     "rotate_tenant_key",
+    "tune_session",
     "user_id_for_subject",
     "validate_tenant",
 ]
