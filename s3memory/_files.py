@@ -114,7 +114,10 @@ class SealedFiles:
 
     # -- plumbing ------------------------------------------------------------------------
     def round_trip(self) -> RoundTrip:
-        """A new round trip over this tenant's worker threads."""
+        """A new round trip over this tenant's worker threads; for a store that is not
+        ``concurrent`` (a local one), its calls run on the calling thread, in one batch."""
+        if not self.store.concurrent:
+            return RoundTrip(self._executor, inline=self.store.batch)
         return RoundTrip(self._executor)
 
     def _executor(self) -> ThreadPoolExecutor:

@@ -1,12 +1,15 @@
 """Typed round trips: independent requests sent concurrently, as one round trip.
 
 ``head = rt.submit(store.head, key)``, then ``rt.wait()``, then ``head.result()``. A round
-trip of one request runs it on the calling thread. Never submit a call that itself waits
-on a round trip of the same pool: with one worker it would wait for itself.
+trip of one request runs it on the calling thread, and so does every round trip of a store
+that is not ``concurrent`` (a local one: threads would only add overhead), one call after
+the other inside the store's ``batch()``. Never submit a call that itself waits on a round
+trip of the same pool: with one worker it would wait for itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Sequence
@@ -34,8 +37,16 @@ class Pending(Generic[T]):
 class RoundTrip:
     """Requests submitted together and sent concurrently by :meth:`wait`."""
 
-    def __init__(self, pool: Callable[[], ThreadPoolExecutor]) -> None:
+    def __init__(
+        self,
+        pool: Callable[[], ThreadPoolExecutor],
+        *,
+        inline: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+    ) -> None:
+        """``inline``: run the calls on the calling thread, in submission order, inside the
+        context it makes (a store's ``batch``), instead of on ``pool``."""
         self._pool = pool
+        self._inline = inline
         self._pending: list[Pending[Any]] = []
         self._waited = False
 
@@ -50,6 +61,9 @@ class RoundTrip:
     def wait(self) -> None:
         """Run every request; raise the first error (in submission order) after all finish."""
         self._waited = True
+        if self._inline is not None:
+            self._wait_inline(self._inline)
+            return
         if len(self._pending) == 1:  # no thread for a lone request
             (only,) = self._pending
             done: Future[Any] = Future()
@@ -60,6 +74,20 @@ class RoundTrip:
         for pending in self._pending:
             pending._future = pool.submit(pending._call)
         wait([p._future for p in self._pending if p._future is not None])
+        for pending in self._pending:
+            pending.result()
+
+    def _wait_inline(self, batch: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
+        """Every call in turn, as the pool would run them: one's error does not stop the
+        others. The batch is left (its writes made durable) before any error is raised."""
+        with batch():
+            for pending in self._pending:
+                done: Future[Any] = Future()
+                try:
+                    done.set_result(pending._call())
+                except Exception as exc:  # kept for result(), as a worker's future keeps it
+                    done.set_exception(exc)
+                pending._future = done
         for pending in self._pending:
             pending.result()
 

@@ -96,6 +96,7 @@ EXPORTED = frozenset(
         "parse_path",
         "rewrap_tenant_key",
         "rotate_tenant_key",
+        "tune_session",
         "user_id_for_subject",
         "validate_tenant",
         "WrappedKey",

@@ -8,6 +8,8 @@ versions.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +57,10 @@ class ObjectVersion:
 #: The version id of an object in a store (or bucket) that keeps no versions, as S3 names it.
 NULL_VERSION = "null"
 
+#: One copy of :meth:`ObjectStore.copy_many`: source, destination, the destination's
+#: metadata, ``if_match`` (the source's ETag) and ``if_none_match`` (the destination's).
+Move = tuple[str, str, Mapping[str, str], "str | None", bool]
+
 
 class ObjectStore(ABC):
     """Bytes under keys, with compare-and-swap preconditions.
@@ -62,6 +68,19 @@ class ObjectStore(ABC):
     Errors are s3memory errors: a lost precondition is ``PreconditionFailedError``, any
     backend failure a ``StorageError``. A missing object is ``None``, not an error.
     """
+
+    #: Whether the calls of one round trip are worth sending concurrently (a network
+    #: store). A local store's calls take microseconds of CPU each, so threads only add
+    #: overhead: its round trips run their calls one after the other on the calling thread,
+    #: inside :meth:`batch`.
+    concurrent: bool = True
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """A context in which consecutive calls on this thread may share work (the checks
+        of a store's root, the directories opened, the syncs of directories). Every call
+        made inside it is durable when it exits, as each is on return outside one. The
+        default shares nothing."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def get(self, key: str, *, max_bytes: int | None = None) -> StoredObject | None:
@@ -121,6 +140,20 @@ class ObjectStore(ABC):
         ``if_match`` maps keys to the ETag they must still have: a key whose object changed
         is kept, and ``PreconditionFailedError`` is raised after the others are deleted.
         """
+
+    def copy_many(self, moves: Sequence[Move]) -> builtins.list[str | Exception]:
+        """Each copy as :meth:`copy` makes it, in order: its ETag, or the error it raised
+        (the others are made all the same). A local store makes them in one call, syncing
+        their files at once; this default copies one after the other."""
+        results: builtins.list[str | Exception] = []
+        for source, destination, metadata, if_match, if_none_match in moves:
+            try:
+                results.append(
+                    self.copy(source, destination, metadata=metadata, if_match=if_match, if_none_match=if_none_match)
+                )
+            except Exception as exc:
+                results.append(exc)
+        return results
 
     def purge(self, prefix: str, *, suffix: str = "") -> int:
         """Delete for good every object whose key starts with ``prefix`` (and ends with

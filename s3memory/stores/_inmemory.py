@@ -41,6 +41,8 @@ class _Version:
 class InMemoryStore(ObjectStore):
     """Thread-safe; preconditions are exact, like S3's."""
 
+    concurrent = False  # a dict: a round trip's calls run on the calling thread
+
     def __init__(self, *, versioned: bool = True) -> None:
         self.versioned = versioned
         self._versions: dict[str, list[_Version]] = {}  # oldest first

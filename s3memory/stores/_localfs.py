@@ -6,9 +6,10 @@ rules: the file format, the escaping of key segments, the open flags, and the ch
 directory.
 
 The header (format 2) is ``S3MO\\x02``, the metadata's length (4 bytes), the body's length
-(8 bytes) and the body's MD5 (16 bytes), so a listing or a HEAD reads the header only,
-never a body. Files of format 1 (``S3MO\\x01`` and the metadata's length), written before,
-still read: their size comes from the file's size and their ETag from hashing the body.
+(8 bytes) and the body's MD5 (16 bytes), so a HEAD reads the header only, never a body,
+and a listing the 33 bytes of that fixed part only (:func:`_fixed_header`). Files of
+format 1 (``S3MO\\x01`` and the metadata's length), written before, still read: their
+size comes from the file's size and their ETag from hashing the body.
 A file that is not a well-formed object has no header (:func:`_parse_header` answers None).
 
 Kept versions (the store's version area, ``{root}/.versions``) are object files as above,
@@ -19,8 +20,14 @@ read back by :func:`_parse_entry`. A version's id is its time stamp (the file's
 file, in the format above, has its id too (:func:`_version_id`). The functions on one
 version directory (list, link, mark, read) are here too.
 
+How the store's changes reach the disk is here too: :class:`_Batch`, what one thread's
+calls on one root share (the lock, the directories opened, the writes deferred, the
+directories to sync) and how it syncs them (``_localdir``'s docstring says which syncs a
+crash needs, and why).
+
 Over 400 lines because it is the one module that knows what the local store's files look
-like, object files and kept versions alike; kept whole, as one description of a format.
+like, object files and kept versions alike, and how they are made durable; kept whole, as
+one description of a format.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import os
 import re
 import stat
 import struct
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -185,6 +193,20 @@ def _parse_header(fd: int, file_size: int) -> _Header | None:
     ):
         return None
     return _Header(metadata, meta_offset + meta_len, size, digest)
+
+
+def _fixed_header(fd: int, file_size: int) -> _Header | None:
+    """What a listing needs of the object file ``fd``: for format 2, the fixed header alone
+    (one ``pread`` of 33 bytes; the metadata is neither read nor checked, so a file whose
+    metadata is corrupt is listed, and ``get``/``head`` find it corrupt); format 1 is read
+    as :func:`_parse_header` reads it. None if it is not an object file."""
+    fixed = os.pread(fd, _HEADER_V2.size, 0)
+    if fixed[:5] != _MAGIC_V2 or len(fixed) != _HEADER_V2.size:
+        return _parse_header(fd, file_size) if fixed[:5] == _MAGIC_V1 else None
+    _, meta_len, size, digest = _HEADER_V2.unpack(fixed)
+    if meta_len > _MAX_METADATA_BYTES or _HEADER_V2.size + meta_len + size != file_size:
+        return None
+    return _Header({}, _HEADER_V2.size + meta_len, size, digest)
 
 
 def _chunks(fd: int, offset: int, size: int) -> Iterator[bytes]:
@@ -355,13 +377,13 @@ def _kept_entries(container: int | None) -> list[_Entry]:
     return entries
 
 
-def _link_version(parent: int, name: str, container: int, current: _Current) -> None:
+def _link_version(parent: int, name: str, container: int, current: _Current, *, new: bool = False) -> None:
     """Hard-link the current file ``parent/name`` into the version directory ``container``,
     named by its stamp, digest and size; kept entries as late as it (leftovers of an
     interrupted write or delete) are removed first. The link must reach the file
-    ``current`` describes, else it is undone."""
+    ``current`` describes, else it is undone. ``new``: the container was just made, empty."""
     assert current.digest is not None
-    for entry in _kept_entries(container):
+    for entry in [] if new else _kept_entries(container):  # new: the container was just made
         if entry.stamp >= current.stamp:
             os.unlink(entry.name, dir_fd=container)
     kept = _version_name(current.stamp, current.digest, current.size)
@@ -382,41 +404,38 @@ def _link_version(parent: int, name: str, container: int, current: _Current) -> 
         raise StorageError("Error: a local object file was replaced while its version was kept")
 
 
-def _add_marker(tmp_dir: int, container: int, newest: int) -> None:
+def _add_marker(container: int, newest: int) -> None:
     """Add a delete marker to the version directory ``container``, stamped later than
-    ``newest``: made empty in ``tmp_dir``, then renamed into place."""
-    tmp = uuid.uuid4().hex
-    try:
-        fd = os.open(tmp, _NEW_FILE_FLAGS, 0o600, dir_fd=tmp_dir)
-        try:
-            stamp = _stamp_file(fd, newest)
-        finally:
-            os.close(fd)
-        os.rename(tmp, _marker_name(stamp), src_dir_fd=tmp_dir, dst_dir_fd=container)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=tmp_dir)
+    ``newest``. Its name holds all it says (its stamp; the file is empty and its times
+    unused), so it is made in place: the name appears with the whole marker."""
+    stamp = min(max(time.time_ns(), newest + 1), _MAX_STAMP)
+    os.close(os.open(_marker_name(stamp), _NEW_FILE_FLAGS, 0o600, dir_fd=container))
 
 
-def _clear_the_way(parent: int, name: str) -> None:
-    """Remove an empty directory at ``name`` (left behind, not an object); refuse a full one."""
+def _clear_the_way(parent: int, name: str) -> bool:
+    """Remove an empty directory at ``name`` (left behind, not an object); refuse a full one.
+    Whether one was removed."""
     try:
         if stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
             os.rmdir(name, dir_fd=parent)
+            return True
     except FileNotFoundError:
         pass
     except OSError:
         raise StorageError("Error: a directory is in the way of this key in the local store") from None
+    return False
 
 
-def _prune_dirs(parents: Sequence[int], names: Sequence[str]) -> None:
+def _prune_dirs(parents: Sequence[int], names: Sequence[str]) -> int:
     """Remove the directories of ``names[:-1]`` left empty, deepest first; ``parents[i]``
-    is the descriptor of the directory holding ``names[i]``."""
+    is the descriptor of the directory holding ``names[i]``. The number of names kept
+    (``names[i]`` for ``i`` from it on were removed; ``len(names) - 1``: none)."""
     for i in range(len(names) - 2, -1, -1):
         try:
             os.rmdir(names[i], dir_fd=parents[i])
         except OSError:
-            break
+            return i + 1
+    return 0
 
 
 def _listed_versions(key: str, current: _Current | None, kept: Sequence[_Entry]) -> list[ObjectVersion]:
@@ -463,3 +482,154 @@ def _check_bound(size: int, max_bytes: int | None) -> None:
         raise ObjectTooLargeError(
             f"Error: a stored object is too large to read ({size:,} bytes, at most {max_bytes:,})", size=size
         )
+
+
+# -- durability ------------------------------------------------------------------------------
+# Measured on ext4 (2 shared cores, virtio disk): fsync of a small new file 0.22-0.29 ms,
+# whether fsync or fdatasync; after the writeback of a batch of files was started
+# (posix_fadvise), fsync of each 0.09 ms (the first commits the journal for all); one
+# syncfs for 1,000 files 20-28 ms, 0.02-0.03 ms a file. A directory whose change another
+# fsync already committed costs 0.04 ms to fsync.
+_SYNCFS_FROM = 2  # files or directories to make durable at once: from this many, one syncfs
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _start_writeback(fd: int) -> None:
+    """Start writing ``fd``'s data to disk without waiting: when a batch later fsyncs its
+    files, the first fsync commits every file's allocation, and the others do not wait for
+    a journal commit of their own. (Linux starts writeback for POSIX_FADV_DONTNEED; pages
+    being written back stay cached.)"""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is not None:
+        with contextlib.suppress(OSError):
+            advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+_syncfs_call: object = None  # libc's syncfs once looked up; False where there is none
+
+
+def _syncfs(fd: int) -> bool:
+    """Make everything written to the file system of ``fd`` durable (Linux's ``syncfs``);
+    False where it is not available (then fsync each file and directory instead)."""
+    global _syncfs_call
+    if _syncfs_call is None:
+        _syncfs_call = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                call = libc.syncfs
+                call.argtypes = [ctypes.c_int]
+                _syncfs_call = call
+            except (OSError, AttributeError):
+                pass
+    if _syncfs_call is False:
+        return False
+    if _syncfs_call(fd) != 0:  # type: ignore[operator]
+        import ctypes
+
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return True
+
+
+def _fsync_dir(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise  # EINVAL and the like: a file system that cannot sync a directory
+
+
+# Directories made durable first: the version area's, then the root, then the keys'; see
+# _localdir's docstring for why the order matters.
+AREA, ROOT, TREE = 0, 1, 2
+
+
+@dataclass
+class _Written:
+    """A write whose temporary file is written (and stamped), to be synced, then renamed
+    into place by the call that wrote it, under the lock it holds."""
+
+    key: str
+    names: tuple[str, ...]  # the target's file names, from the root
+    parent: int  # the target's directory
+    fd: int  # the temporary file, open (-1 once closed)
+    tmp: str  # its name in .tmp
+    current: _Current | None  # the file it replaces, to keep as a version
+
+
+def _overlaps(key: str, keys: set[str], dirs: set[str]) -> bool:
+    """Whether ``key`` is one of ``keys``, above one (``dirs`` holds "a/", "a/b/" of each
+    key "a/b/c") or below one."""
+    if key in keys or key + "/" in dirs:
+        return True
+    at = key.find("/")
+    while at != -1:
+        if key[:at] in keys:
+            return True
+        at = key.find("/", at + 1)
+    return False
+
+
+def _add_key(key: str, keys: set[str], dirs: set[str]) -> None:
+    keys.add(key)
+    at = key.find("/")
+    while at != -1:
+        dirs.add(key[: at + 1])
+        at = key.find("/", at + 1)
+
+
+class _Batch:
+    """What one thread's calls on one store root share until the outermost batch ends: the
+    root's descriptor (checked once), the lock file (held by one call at a time, never
+    between calls), the directories opened (by their path of names from the root) and the
+    directories to sync before the batch ends."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.depth = 0  # batch() and verbs entered, and not left
+        self.verbs = 0  # calls running: while one runs, no descriptor it may hold is closed
+        self.lock: int | None = None  # the .lock file, open for the whole batch
+        self.held = 0  # 0, or the flock mode a running call holds (only while one runs)
+        self.tmp: int | None = None
+        self.dirs: dict[tuple[str, ...], int] = {}
+        self.retired: list[int] = []  # forgotten (their directory removed), closed at the next sync
+        self.dirty: dict[int, int] = {}  # descriptor -> AREA, ROOT or TREE: to fsync before answering
+        self.made: set[tuple[str, ...]] = set()  # directories this batch made, still empty
+        self.missing: set[tuple[str, ...]] = set()  # directories found missing (until made)
+
+    def forget(self, path: tuple[str, ...]) -> None:
+        """The directory at ``path`` was removed: forget it and everything below it (their
+        descriptors stay open until the next sync, for the running call may hold one)."""
+        gone = [p for p in self.dirs if p[: len(path)] == path]
+        for p in gone:
+            self.retired.append(self.dirs.pop(p))
+
+    def sync_files(self, fds: Sequence[int]) -> None:
+        """Make the written files durable (each one's data, before its name is)."""
+        if len(fds) < _SYNCFS_FROM or not _syncfs(self.root):
+            if len(fds) > 1:
+                for fd in fds:
+                    _start_writeback(fd)
+            for fd in fds:
+                os.fsync(fd)
+
+    def sync_dirs(self) -> None:
+        """Make the changed directories durable, the version area's first; then close the
+        forgotten ones."""
+        dirty = sorted(self.dirty.items(), key=lambda item: item[1])
+        self.dirty = {}
+        try:
+            if dirty and (len(dirty) < _SYNCFS_FROM or not _syncfs(self.root)):
+                for fd, _ in dirty:
+                    _fsync_dir(fd)
+        finally:
+            retired, self.retired = self.retired, []
+            _close_all(retired)
