@@ -395,6 +395,8 @@ def copy_all(
     of the copies of an earlier attempt, by target key. Beside them, what the history record about each of
     ``records_about`` needs (the history key, cached after its first use)."""
     at_us = int(time.time() * 1_000_000)  # the rename's one time, in its copies and its record
+    if not files.store.concurrent and not ours and progress is None:
+        return _copy_all_at_once(files, moves, heads, records_about, at_us)
     copies = [
         functools.partial(copy_rewrapped, files, move, head, ours.get(move.target_key), at_us)
         for move, head in zip(moves, heads, strict=True)
@@ -405,6 +407,35 @@ def copy_all(
     rt.wait()
     done = {source: (etag, provenance) for source, etag, provenance in (c.result() for c in copied) if etag is not None}
     return done, [pending.result() for pending in sealers]
+
+
+def _copy_all_at_once(
+    files: SealedFiles,
+    moves: Sequence[Move],
+    heads: Sequence[ObjectInfo | None],
+    records_about: Sequence[MemoryPath],
+    at_us: int,
+) -> tuple[dict[str, tuple[str, Provenance | None]], list[_records.Sealer]]:
+    """:func:`copy_all` for a local store (not ``concurrent``) and a fresh destination: every
+    copy's metadata first, then one ``copy_many`` (one lock, one sync of all the files
+    instead of one per file). The first error is raised, as from a round trip."""
+    made, asked = [], []
+    for move, info in zip(moves, heads, strict=True):
+        if info is None:
+            continue  # deleted concurrently: nothing to move
+        metadata, provenance = info.metadata, None
+        if move.source is not None and move.target is not None:
+            metadata, provenance = rewrapped_metadata(files, info, move, at_us)
+        made.append((move.source_key, info.etag, provenance))
+        asked.append((move.source_key, move.target_key, metadata, info.etag, True))
+    rt = files.round_trip()
+    copied = rt.submit(files.store.copy_many, asked)
+    sealers = [rt.submit(_records.sealer, files, [about], at_us=at_us) for about in records_about]
+    rt.wait()
+    failed = [result for result in copied.result() if isinstance(result, Exception)]
+    if failed:
+        raise failed[0]
+    return {source: (etag, provenance) for source, etag, provenance in made}, [p.result() for p in sealers]
 
 
 def rename(
