@@ -145,7 +145,7 @@ def discard_stale_intent(files: SealedFiles, key: str, etag: str) -> None:
     """Delete the object at a record's key that is no record, if it is still that one; one
     that changed meanwhile is another rename's business."""
     try:
-        files.store.delete([key], if_match={key: etag})
+        remove_stale_intent(files, key, etag)
     except PreconditionFailedError:
         log.info("left an object at a rename record's key: it changed meanwhile")
 
