@@ -133,6 +133,12 @@ class ObjectStore(ABC):
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
         """Objects whose key starts with ``prefix``, in key order (at most ``limit``)."""
 
+    def list_pages(self, prefix: str) -> Iterator[tuple[builtins.list[ObjectInfo], bool]]:
+        """:meth:`list` in pages, each with whether another page follows. Where each page
+        is a request (S3), that is known without asking for the next page, so a caller can
+        overlap the next page's request with work on this one. This default is one page."""
+        yield builtins.list(self.list(prefix)), False
+
     @abstractmethod
     def delete(self, keys: Sequence[str], *, if_match: Mapping[str, str] | None = None) -> None:
         """Delete the keys (batched as the backend allows). Missing keys are not an error.

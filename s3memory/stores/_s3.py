@@ -25,6 +25,7 @@ DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 DELETE_WORKERS = 10
 
 _Versions = list[ObjectVersion]  # in S3Store, ``list`` is the method
+_Infos = list[ObjectInfo]
 
 
 def default_s3_client(
@@ -70,6 +71,11 @@ def _is_no_such_version(exc: object) -> bool:
 def _seconds(item: Mapping[str, Any]) -> float:
     modified = item.get("LastModified")
     return modified.timestamp() if modified is not None else 0.0
+
+
+def _listed(item: Mapping[str, Any]) -> ObjectInfo:
+    """One entry of ``Contents`` of a ``ListObjectsV2`` answer."""
+    return ObjectInfo(item["Key"], item["Size"], item.get("ETag", ""), last_modified=_seconds(item))
 
 
 def _version_of(item: Mapping[str, Any], *, marker: bool) -> ObjectVersion:
@@ -224,12 +230,23 @@ class S3Store(ObjectStore):
         while True:
             response = self._call("list_objects_v2", **kwargs)
             for item in response.get("Contents", []):
-                modified = item["LastModified"].timestamp() if "LastModified" in item else 0.0
-                yield ObjectInfo(item["Key"], item["Size"], item.get("ETag", ""), last_modified=modified)
+                yield _listed(item)
                 yielded += 1
                 if limit is not None and yielded >= limit:
                     return
             if not response.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = response["NextContinuationToken"]
+
+    def list_pages(self, prefix: str) -> Iterator[tuple[_Infos, bool]]:
+        """Each ``ListObjectsV2`` answer as a page; ``IsTruncated`` says whether one follows."""
+        kwargs: dict[str, Any] = {"Prefix": prefix}
+        while True:
+            response = self._call("list_objects_v2", **kwargs)
+            page = [_listed(item) for item in response.get("Contents", [])]
+            more = bool(response.get("IsTruncated"))
+            yield page, more
+            if not more:
                 return
             kwargs["ContinuationToken"] = response["NextContinuationToken"]
 
