@@ -1,8 +1,10 @@
-"""The boto3 clients s3memory builds itself: one region rule, one timeout and retry policy.
+"""The AWS clients s3memory builds itself: one region rule, one timeout and retry policy.
 
 An application that passes its own clients keeps its own configuration; these apply only to
 the clients built when it does not (and to the command line and the MCP server). botocore is
-imported on first use, so the local default never pays for it.
+imported on first use, so the local default never pays for it; boto3 is never imported
+(its import, with s3transfer's, was a third of the first command's cold start): the clients
+are botocore's, which is what ``boto3.client`` returns too.
 
 They are also tuned for CPU per request (measured in issue 16): timestamps are parsed
 without ``dateutil`` (a LIST of 1,000 keys spent three quarters of its CPU there), and
@@ -86,7 +88,7 @@ def new_client(
     timeout: float | None = None,
     **credentials: Any,
 ) -> Any:
-    """A boto3 client of ``service`` from :func:`tuned_session`, with :func:`client_config`,
+    """A client of ``service`` (as boto3 makes it) from :func:`tuned_session`, with :func:`client_config`,
     in ``region_name`` or the region :func:`region_for` finds.
 
     Raises:
@@ -97,8 +99,8 @@ def new_client(
     region = region_name or region_for(endpoint_url=endpoint_url, what=service.upper())
     try:
         session = tuned_session()
-        with _session_lock:  # a boto3 session is not thread-safe; its clients are
-            return session.client(
+        with _session_lock:  # a session is not thread-safe; its clients are
+            return session.create_client(
                 service,
                 region_name=region,
                 endpoint_url=endpoint_url,
@@ -116,7 +118,7 @@ _session: tuple[tuple[tuple[str, str], ...], Any] | None = None  # (the AWS_* en
 
 
 def tuned_session() -> Any:
-    """A boto3 ``Session`` of s3memory's own whose clients parse timestamps with
+    """A botocore ``Session`` of s3memory's own whose clients parse timestamps with
     :func:`parse_timestamp` (see :func:`tune_session`).
 
     One per process, as boto3's default session (so its clients share one credential
@@ -128,12 +130,11 @@ def tuned_session() -> Any:
     environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
     with _session_lock:
         if _session is None or _session[0] != environment:
-            import boto3
             import botocore.session
 
             core = botocore.session.Session()
             tune_session(core)
-            _session = environment, boto3.Session(botocore_session=core)
+            _session = environment, core
         return _session[1]
 
 

@@ -388,3 +388,16 @@ def test_a_failure_outranks_objects_that_changed(s3_client: Any) -> None:
     with pytest.raises(StorageError, match=r"1 of 1 objects could not be deleted \(InternalError\)\.$") as info:
         S3Store(BUCKET, BatchClient(s3_client, answer)).delete(keys, if_match={keys[0]: '"e"'})
     assert not isinstance(info.value, PreconditionFailedError)
+
+
+def test_the_clients_s3memory_builds_do_not_import_boto3() -> None:
+    """boto3 and s3transfer cost a cold start about 40 ms more than botocore alone, and the
+    client is botocore's either way."""
+    code = (
+        "import sys; from s3memory.stores._s3 import default_s3_client; "
+        "client = default_s3_client(region_name='us-east-1', endpoint_url='http://127.0.0.1:9'); "
+        "print(type(client).__module__, sorted(m for m in ('boto3', 's3transfer') if m in sys.modules))"
+    )
+    environment = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "PATH": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment)
+    assert out.stdout.split() == ["botocore.client", "[]"]
