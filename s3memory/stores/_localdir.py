@@ -152,13 +152,13 @@ from ._localfs import (
     _Entry,
     _escape,
     _etag,
-    _fixed_header,
     _folds_onto_another,
     _fsync_dir,
     _Header,
     _kept_entries,
     _link_version,
     _listed_versions,
+    _listing_info,
     _make_private_dirs,
     _mapped,
     _overlaps,
@@ -875,10 +875,12 @@ class LocalDirStore(ObjectStore):
             scanned = builtins.list(os.scandir(fd))
         except OSError:
             return entries
+        decode = self._decode
         for entry in scanned:
-            if not dir_key and entry.name.startswith("."):
+            name = entry.name
+            if not dir_key and name.startswith("."):
                 continue  # the store's own files (.lock, .tmp, .keys); no key starts with '.'
-            segment = self._decode(entry.name)
+            segment = name if name.isascii() and not self._escaped else decode(name)  # ASCII: as written
             if segment is None:
                 continue
             try:
@@ -886,50 +888,32 @@ class LocalDirStore(ObjectStore):
                 is_file = not is_dir and entry.is_file(follow_symlinks=False)
             except OSError:
                 continue
-            if is_dir:
-                key = f"{dir_key}{segment}/"
-                if len(key.encode()) > _MAX_KEY_BYTES or not (key.startswith(prefix) or prefix.startswith(key)):
-                    continue
-            elif is_file:
+            if is_file:
                 key = dir_key + segment
                 if not key.startswith(prefix):
                     continue
+            elif is_dir:
+                key = f"{dir_key}{segment}/"
+                if len(key.encode()) > _MAX_KEY_BYTES or not (key.startswith(prefix) or prefix.startswith(key)):
+                    continue
             else:
                 continue  # a symbolic link, FIFO, socket or device is not an object
-            entries.append((key, entry.name, is_dir))
+            entries.append((key, name, is_dir))
         entries.sort(reverse=True)
         return entries
 
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
-        """Each file's fixed header only (:func:`_fixed_header`): never a body, nor its metadata."""
+        """Each file's fixed header only (:func:`_listing_info`): never a body, nor its metadata."""
         found: builtins.list[ObjectInfo] = []
         with self._verb("list") as b:
             with contextlib.closing(self._walk(b, prefix)) as walk:
                 for key, parent, name in walk:
                     if limit is not None and len(found) >= limit:
                         break
-                    info = self._listed(parent, name, key)
+                    info = _listing_info(parent, name, key)
                     if info is not None:
                         found.append(info)
         yield from found
-
-    def _listed(self, parent: int, name: str, key: str) -> ObjectInfo | None:
-        """The listing entry of one file; None for a file that is not an object file (a
-        corrupt or planted file must not break the listing)."""
-        try:
-            opened = self._open_file(parent, name)
-            if opened is None:
-                return None
-            fd, st = opened
-            try:
-                header = _fixed_header(fd, st.st_size)
-                if header is None:
-                    return None
-                return ObjectInfo(key, header.size, _etag(_digest(fd, header)), last_modified=st.st_mtime)
-            finally:
-                os.close(fd)
-        except OSError:  # StorageError included: it shrank while being hashed
-            return None
 
     def purge(self, prefix: str, *, suffix: str = "") -> int:
         """Every matching file is removed, corrupt ones included, and every version and

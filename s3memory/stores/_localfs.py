@@ -7,7 +7,7 @@ directory.
 
 The header (format 2) is ``S3MO\\x02``, the metadata's length (4 bytes), the body's length
 (8 bytes) and the body's MD5 (16 bytes), so a HEAD reads the header only, never a body,
-and a listing the 33 bytes of that fixed part only (:func:`_fixed_header`). Files of
+and a listing the 33 bytes of that fixed part only (:func:`_listing_info`). Files of
 format 1 (``S3MO\\x01`` and the metadata's length), written before, still read: their
 size comes from the file's size and their ETag from hashing the body.
 A file that is not a well-formed object has no header (:func:`_parse_header` answers None).
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ObjectTooLargeError, S3MemoryError, StorageError
-from ._base import NULL_VERSION, ObjectVersion, StoredObject
+from ._base import NULL_VERSION, ObjectInfo, ObjectVersion, StoredObject
 
 _MAGIC_V1 = b"S3MO\x01"
 _HEADER_V1 = struct.Struct(">5sI")  # magic, metadata length
@@ -195,18 +195,47 @@ def _parse_header(fd: int, file_size: int) -> _Header | None:
     return _Header(metadata, meta_offset + meta_len, size, digest)
 
 
-def _fixed_header(fd: int, file_size: int) -> _Header | None:
-    """What a listing needs of the object file ``fd``: for format 2, the fixed header alone
-    (one ``pread`` of 33 bytes; the metadata is neither read nor checked, so a file whose
-    metadata is corrupt is listed, and ``get``/``head`` find it corrupt); format 1 is read
-    as :func:`_parse_header` reads it. None if it is not an object file."""
-    fixed = os.pread(fd, _HEADER_V2.size, 0)
-    if fixed[:5] != _MAGIC_V2 or len(fixed) != _HEADER_V2.size:
-        return _parse_header(fd, file_size) if fixed[:5] == _MAGIC_V1 else None
-    _, meta_len, size, digest = _HEADER_V2.unpack(fixed)
-    if meta_len > _MAX_METADATA_BYTES or _HEADER_V2.size + meta_len + size != file_size:
+def _listing_info(parent: int, name: str, key: str) -> ObjectInfo | None:
+    """The listing entry of the file ``parent/name``; None for anything that is not an
+    object file (a corrupt or planted file must not break the listing). For format 2, the
+    fixed header alone (one ``pread`` of 33 bytes; the metadata is neither read nor
+    checked, so a file whose metadata is corrupt is listed, and ``get``/``head`` find it
+    corrupt); format 1 is read as :func:`_parse_header` reads it. A listing calls it once a
+    file: it makes no call it can spare."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+    except OSError:
+        return None  # gone, a symbolic link, a FIFO without a writer...
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fixed = os.pread(fd, _FIXED_SIZE, 0)
+        if fixed[:5] == _MAGIC_V2 and len(fixed) == _FIXED_SIZE:
+            _, meta_len, size, digest = _unpack_v2(fixed)
+            if meta_len > _MAX_METADATA_BYTES or _FIXED_SIZE + meta_len + size != st.st_size:
+                return None
+        elif fixed[:5] == _MAGIC_V1:
+            header = _parse_header(fd, st.st_size)
+            if header is None:
+                return None
+            size, digest = header.size, _digest(fd, header)
+        else:
+            return None
+        # What ObjectInfo(key, size, etag, last_modified=...) makes, without the frozen
+        # dataclass's __init__ (a third of the cost of listing a file whose header is cached).
+        info = _new_info(ObjectInfo)
+        info.__dict__.update(key=key, size=size, etag='"' + digest.hex() + '"', metadata={}, last_modified=st.st_mtime)
+        return info
+    except OSError:  # StorageError included: a format-1 file shrank while being hashed
         return None
-    return _Header({}, _HEADER_V2.size + meta_len, size, digest)
+    finally:
+        os.close(fd)
+
+
+_FIXED_SIZE = _HEADER_V2.size
+_unpack_v2 = _HEADER_V2.unpack
+_new_info = object.__new__
 
 
 def _chunks(fd: int, offset: int, size: int) -> Iterator[bytes]:
