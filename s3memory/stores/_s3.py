@@ -31,16 +31,18 @@ _Infos = list[ObjectInfo]
 def default_s3_client(
     *, endpoint_url: str | None = None, region_name: str | None = None, timeout: float | None = None
 ) -> Any:
-    """A boto3 S3 client with timeouts and retries chosen on purpose (see ``s3memory._aws``):
+    """A botocore S3 client with timeouts and retries chosen on purpose (see ``s3memory._aws``):
     ``timeout`` seconds (5 by default) to connect and per read, the standard retry mode with
-    three attempts, in the region ``resolve_region`` finds.
+    three attempts, in the region ``resolve_region`` finds. With the ``fast`` extra
+    (awscrt) installed, its hot verbs go through awscrt (``_s3crt.fast_client``).
 
     Raises:
         ConfigurationError: no AWS region, or a missing AWS profile.
     """
     from .._aws import new_client
+    from ._s3crt import fast_client
 
-    return new_client("s3", region_name=region_name, endpoint_url=endpoint_url, timeout=timeout)
+    return fast_client(new_client("s3", region_name=region_name, endpoint_url=endpoint_url, timeout=timeout))
 
 
 def _error_of(exc: object) -> tuple[str, object]:
