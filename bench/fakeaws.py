@@ -305,6 +305,8 @@ class Network:
         service = client.meta.service_model.service_name
         events = client.meta.events
         events.register("before-call", self._count)
+        if hasattr(client, "add_request_observer"):  # s3memory's awscrt client: its own requests
+            client.add_request_observer(self._observed)
         if self.http:
             # Last, so that the interval starts when nothing but the socket write is left.
             events.register_last("before-send", self._sent)
@@ -318,6 +320,12 @@ class Network:
         if self.enabled:
             with self.lock:
                 self.calls[model.service_model.service_name + ":" + model.name] += 1
+
+    def _observed(self, operation: str, started: float, ended: float) -> None:
+        if self.enabled:
+            with self.lock:
+                self.calls["s3:" + operation] += 1
+                self.intervals.append((started, ended))
 
     def _sent(self, **_: Any) -> None:
         self._sending.start, self._sending.end = time.perf_counter(), None

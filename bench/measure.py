@@ -143,12 +143,26 @@ def measure(
     return Sample(seconds, cpu, calls, round_trips, fsynced, rss_mb(), peak)
 
 
+#: Over HTTP, whether s3memory's client sends its hot verbs through awscrt when the
+#: ``fast`` extra is installed, as ``default_s3_client`` does (``run.py --botocore``: not).
+FAST_CLIENT = True
+
+
 def library_s3_client(endpoint: str | None) -> Any:
     """The S3 client s3memory builds for itself (its timeouts, retries, pool and whatever
-    tuning the library applies), so that the bench measures what users get."""
-    from s3memory.stores._s3 import default_s3_client
+    tuning the library applies), so that the bench measures what users get. In process
+    (``endpoint`` None) the fake answers from botocore's events, which awscrt's requests
+    would go past: there it is botocore's client alone, as s3memory builds it."""
+    from s3memory._aws import new_client
+    from s3memory.stores._s3crt import fast_client
 
-    return default_s3_client(endpoint_url=endpoint, region_name=REGION)
+    client = new_client("s3", region_name=REGION, endpoint_url=endpoint)
+    return fast_client(client) if endpoint is not None and FAST_CLIENT else client
+
+
+def client_kind(client: Any) -> str:
+    """Which client sends s3memory's hot requests: ``awscrt`` or ``botocore``."""
+    return "awscrt" if hasattr(client, "add_request_observer") else "botocore"
 
 
 def plain_clients(endpoint: str | None) -> tuple[Any, Any, Any]:

@@ -62,6 +62,7 @@ from measure import (
     FsyncCounter,
     Sample,
     body_of,
+    client_kind,
     counting_fsyncs,
     library_s3_client,
     measure,
@@ -302,6 +303,7 @@ def run_table(files: int, rtt: float, workers: int | None, fsyncs: FsyncCounter,
     else:
         network, endpoint = Network(rtt=rtt, s3=fake, kms=FakeKMS()), None
     s3 = network.attach(library_s3_client(endpoint))
+    print(f"s3memory's S3 client: {client_kind(s3)}", file=sys.stderr)
     plain, wrapped, kms = (network.attach(client) for client in plain_clients(endpoint))
     network.enabled = False
     plain.create_bucket(Bucket=BUCKET)
@@ -496,6 +498,7 @@ class Results:
     first: dict[str, Any] = field(default_factory=dict)
     imports: tuple[float, list[str]] | None = None
     machine: str = ""
+    client: str = "botocore"  # what sends s3memory's hot S3 requests in the table
 
     def row(self, backend: str, command: str) -> Sample | None:
         return next((r.sample for r in self.rows if r.backend == backend and r.command == command), None)
@@ -621,7 +624,10 @@ def render(results: Results) -> str:
             if results.http
             else "in process (the fake answers inside botocore)"
         )
-        + f"; directory of {results.files} files; s3memory's worker pool: {results.workers}. "
+        + f"; directory of {results.files} files; s3memory's worker pool: {results.workers}; "
+        + f"its S3 client: {results.client}"
+        + (" (the `fast` extra)" if results.client == "awscrt" else "")
+        + ". "
         f"Measured {results.machine}.",
         "",
     ]
@@ -806,6 +812,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results", help="where to write results")
     parser.add_argument("--check-moto", action="store_true", help="cross-check request counts against moto")
     parser.add_argument("--no-cold-start", action="store_true", help="skip the import and first-command timings")
+    parser.add_argument("--botocore", action="store_true", help="over HTTP, s3memory's client without awscrt")
     parser.add_argument(
         "--readme", action="store_true", help="--http, and view/delete at --scale 10000 unless given; into README.md"
     )
@@ -823,8 +830,11 @@ def main(argv: list[str] | None = None) -> int:
         "AWS_DEFAULT_REGION": REGION,
     }.items():
         os.environ.setdefault(name, value)
+    import measure as measure_module
+
     from s3memory import Limits
 
+    measure_module.FAST_CLIENT = not args.botocore
     started = time.perf_counter()
     rtt = args.rtt_ms / 1000
     results = Results(rtt, args.files, args.http, args.workers or Limits().max_workers, machine=_machine())
@@ -832,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
     with counting_fsyncs() as fsyncs, _http_server(rtt, args.http or not args.no_cold_start) as server:
         if not args.no_table:
             results.rows = run_table(args.files, rtt, args.workers, fsyncs, server if args.http else None)
+            results.client = client_kind(library_s3_client(server.endpoint)) if args.http else "botocore"
             print("running the agent workload ...", file=sys.stderr)
             results.agent = run_agent_workload(args.agent_files, args.repeat, fsyncs)
         sizes = [int(size) for size in args.scale.split(",") if size.strip()]
