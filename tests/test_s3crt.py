@@ -759,3 +759,19 @@ def test_tls_verifies_the_server_as_botocore_would(tls_server: tuple[_Canned, st
     info = S3Store("bkt", wrapped).head("t/k")
     assert info is not None and info.etag == '"abc"'
     assert [(method, path) for method, path, _, _ in server.requests] == [("HEAD", "/bkt/t/k")]
+
+
+def test_tls_takes_aws_ca_bundle_and_verify_false_as_botocore_does(
+    tls_server: tuple[_Canned, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from s3memory._aws import tuned_session
+
+    server, ca_file = tls_server
+    endpoint = f"https://127.0.0.1:{server.server_port}"
+    session = tuned_session()
+    unverified = fast_client(session.create_client("s3", region_name=REGION, endpoint_url=endpoint, verify=False))
+    assert isinstance(unverified, CrtS3Client) and S3Store("bkt", unverified).head("t/k") is not None
+    monkeypatch.setenv("AWS_CA_BUNDLE", ca_file)  # a new session reads it, as boto3's would
+    bundled = fast_client(new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=2))
+    assert isinstance(bundled, CrtS3Client) and S3Store("bkt", bundled).head("t/k") is not None
+    assert len(server.requests) == 2
