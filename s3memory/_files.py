@@ -60,7 +60,8 @@ ENCRYPTED_NAMES_EXPECTED = (
 
 def plaintext_size(info: ObjectInfo) -> int:
     """A stored file's plaintext size: a V3 body is the plaintext plus a 16-byte GCM tag."""
-    return max(0, info.size - envelope.TAG_BYTES)
+    size = info.size - envelope.TAG_BYTES
+    return size if size > 0 else 0
 
 
 @dataclass
@@ -300,15 +301,13 @@ class SealedFiles:
     # -- listing -------------------------------------------------------------------------
     def files_under(self, directory: MemoryPath) -> list[tuple[MemoryPath, ObjectInfo]]:
         """Every valid file below ``directory``; keys no valid path maps to are skipped."""
-        found = []
-        sealed_looking = 0
-        for info in self.store.list(self.layout.dir_prefix(directory)):
-            path = self.layout.path_for_key(info.key)
-            if path is not None:
-                found.append((path, info))
-                sealed_looking += self.layout.names is None and looks_sealed(path.relative)
-        if found and sealed_looking == len(found):
-            self.check_names_choice()  # every name looks like a sealed one: written with encrypted names?
+        path_of = self.layout.path_reader()
+        listing = self.store.list(self.layout.dir_prefix(directory))
+        found = [(path, info) for info in listing if (path := path_of(info.key)) is not None]
+        # Every name looking like a sealed one: written with encrypted names? (One name that
+        # does not settles it, so a listing looks at no more than its first few.)
+        if found and self.layout.names is None and all(looks_sealed(path.relative) for path, _ in found):
+            self.check_names_choice()
         return found
 
     def listed(self, directory: MemoryPath) -> list[ObjectInfo]:

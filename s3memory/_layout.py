@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from ._errors import InvalidPathError
@@ -35,6 +37,7 @@ from ._paths import (
     RESERVED_SEGMENT,
     ROOT,
     MemoryPath,
+    is_plain_canonical,
     parse_path,
     refuse_path,
     validate_prefix,
@@ -132,15 +135,16 @@ class TenantLayout:
         validate_prefix(self.prefix)
 
     # -- the two prefixes a tenant owns ---------------------------------------------------
-    @property
+    # Cached: a listing asks for the memory prefix once per key (the fields are frozen).
+    @cached_property
     def tenant_prefix(self) -> str:
         return f"{self.prefix}{self.tenant}/"
 
-    @property
+    @cached_property
     def memory_prefix(self) -> str:
         return self.tenant_prefix + MEMORY_FOLDER
 
-    @property
+    @cached_property
     def internal_prefix(self) -> str:
         return self.tenant_prefix + INTERNAL_FOLDER
 
@@ -272,19 +276,42 @@ class TenantLayout:
 
     def path_for_key(self, key: str) -> MemoryPath | None:
         """The memory path a listed key stands for, or ``None`` if no valid path maps to it."""
-        if not key.startswith(self.memory_prefix):
-            return None
-        relative = key[len(self.memory_prefix) :]
-        if not relative:
-            return None
-        if self.names is not None:
-            opened = self.names.open(relative)
-            if opened is None:
-                return None  # a foreign, tampered or moved key
-            relative = opened
-        try:
-            parsed = parse_path(f"{ROOT}/{relative}", max_path_bytes=MAX_S3_KEY_BYTES - len(self.memory_prefix))
-        except InvalidPathError:
-            return None
-        # Only the exact canonical spelling counts: "a/" or a non-NFC key is not ours.
-        return parsed if parsed.relative == relative else None
+        return self.path_reader()(key)
+
+    def path_reader(self) -> Callable[[str], MemoryPath | None]:
+        """:meth:`path_for_key` for the keys of one listing: the same answers, with what does
+        not depend on the key worked out once (with encrypted names, the names key is loaded
+        at the first key below the memory prefix, as :meth:`path_for_key` would)."""
+        prefix = self.memory_prefix
+        start = len(prefix)
+        limit = MAX_S3_KEY_BYTES - start
+        names = self.names
+        open_names: Callable[[str], str | None] | None = None
+
+        def path_of(key: str) -> MemoryPath | None:
+            nonlocal open_names
+            if not key.startswith(prefix):
+                return None
+            relative = key[start:]
+            if not relative:
+                return None
+            if names is not None:
+                if open_names is None:
+                    # An optional fast path (``NameCipher`` has it): :meth:`open` for the many
+                    # keys of one listing, the names key loaded once, now.
+                    opener = getattr(names, "opener", None)
+                    open_names = opener() if opener is not None else names.open
+                opened = open_names(relative)
+                if opened is None:
+                    return None  # a foreign, tampered or moved key
+                relative = opened
+            if is_plain_canonical(relative, limit):
+                return MemoryPath(relative)  # what parse_path would return (see is_plain_canonical)
+            try:
+                parsed = parse_path(f"{ROOT}/{relative}", max_path_bytes=limit)
+            except InvalidPathError:
+                return None
+            # Only the exact canonical spelling counts: "a/" or a non-NFC key is not ours.
+            return parsed if parsed.relative == relative else None
+
+        return path_of

@@ -65,8 +65,9 @@ What the bucket still shows (trade-offs of deterministic encryption):
   and a rename's intent record is named by such a tag of both paths, so metadata does not
   confirm a guessed name either. Sizes and times of writes show, as without encrypted names.
 
-Cost: no request once the names key is cached; sealing is local CPU (a few microseconds
-a segment, with memos). A cold process fetches the names key with one GET, alongside the
+Cost: no request once the names key is cached; sealing and opening are local CPU (about
+2 µs a segment, with memos: a listing opens each directory once, and a key it opened
+before not at all). A cold process fetches the names key with one GET, alongside the
 tenant key in tenant mode (plus a KMS ``Decrypt`` with a KMS master, also alongside); the
 first create of a new tenant adds a LIST and a conditional PUT (and a KMS
 ``Encrypt``).
@@ -76,11 +77,13 @@ every file name (not the contents: they stay readable to whoever holds the tenan
 which finds each object's binding in its metadata). A memory written without ``encrypt_names`` cannot be opened with
 it (the loader refuses); one written with it, opened without it, lists its sealed
 segments as names and fails the integrity check on every read: choose once per tenant.
+
+The module is longer than 400 lines, kept whole: the format described here, the code that
+seals and opens it, and the life of the key it uses are reviewed together.
 """
 
 from __future__ import annotations
 
-import base64
 import binascii
 import contextlib
 import logging
@@ -110,6 +113,7 @@ PAD_BLOCK = 16
 SIV_TAG_BYTES = 16
 MAX_SEALED_SEGMENT_BYTES = 255  # a file name on the local directory store's file systems
 _MEMO_ENTRIES = 8192  # per tenant and direction; a full memo is simply cleared
+_UNKNOWN = "/"  # not in the memo of opened paths: never an opened path (its names hold no "/")
 
 
 def padded_length(name_bytes: int) -> int:
@@ -130,12 +134,17 @@ def looks_sealed(relative: str) -> bool:
 
 # The longest name whose sealed segment is still a legal file name: 159 bytes.
 MAX_NAME_BYTES = max(n for n in range(256) if sealed_segment_length(n) <= MAX_SEALED_SEGMENT_BYTES)
+_MIN_SEALED_SEGMENT = sealed_segment_length(0)
 _SEALED_LENGTHS = {sealed_segment_length(n): True for n in range(MAX_NAME_BYTES + 1)}
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
+_TO_STANDARD_BASE64 = bytes.maketrans(b"-_", b"+/")
+_PADDING = (b"", b"===", b"==", b"=")  # by length modulo 4
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    """base64url, unpadded (what ``base64.urlsafe_b64encode`` makes, less its wrappers)."""
+    return binascii.b2a_base64(raw, newline=False).rstrip(b"=").translate(_TO_URLSAFE).decode("ascii")
 
 
 def _pad(name: bytes) -> bytes:
@@ -144,16 +153,19 @@ def _pad(name: bytes) -> bytes:
 
 class _Sealer:
     """AES-SIV under one names key, with bounded memos of the segments already sealed and
-    opened (a listing opens the same directory segments once per file below them)."""
+    the keys already opened (a listing opens each directory's segments once, not once per
+    file below it; a repeated listing opens nothing)."""
 
     def __init__(self, key: bytes, tenant_ad: bytes) -> None:
+        from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
         self.key = key
         self._siv = AESSIV(key)
+        self._invalid_tag = InvalidTag
         self._tenant_ad = tenant_ad
         self._sealed: dict[tuple[str, str], str] = {}
-        self._opened: dict[tuple[str, str], str | None] = {}
+        self._opened: dict[str, str | None] = {}  # sealed relative path -> plaintext one
 
     def seal(self, parent: str, name: str) -> str:
         sealed = self._sealed.get((parent, name))
@@ -165,32 +177,62 @@ class _Sealer:
             self._sealed[(parent, name)] = sealed
         return sealed
 
-    def open(self, parent: str, segment: str) -> str | None:
-        try:
-            return self._opened[(parent, segment)]
-        except KeyError:
-            pass
-        name = self._open(parent, segment)
+    def open_path(self, sealed: str) -> str | None:
+        """The plaintext relative path of ``sealed`` segments, or None if any does not open:
+        the segments opened from the left, each with the plaintext path before it as parent,
+        up to the first that does not open."""
+        opened = self._opened.get(sealed, _UNKNOWN)
+        if opened != _UNKNOWN:
+            return opened
+        # Most often a new file in a directory already opened: one segment to open.
+        head, slash, segment = sealed.rpartition("/")
+        opened_head = self._opened.get(head, _UNKNOWN) if slash else _UNKNOWN
+        if opened_head == _UNKNOWN:
+            return self._open_from_left(sealed)
+        name = None if opened_head is None else self._open(f"{ROOT}/{opened_head}", segment)
+        opened = None if name is None else f"{opened_head}/{name}"
+        self._remember(sealed, opened)
+        return opened
+
+    def _open_from_left(self, sealed: str) -> str | None:
+        opened: str | None = ""  # the root's: nothing opened yet
+        end = -1
+        while opened is not None:
+            start = end + 1
+            end = sealed.find("/", start)
+            prefix = sealed if end < 0 else sealed[:end]
+            known = self._opened.get(prefix, _UNKNOWN)
+            if known == _UNKNOWN:
+                name = self._open(f"{ROOT}/{opened}" if opened else ROOT, prefix[start:])
+                known = None if name is None else f"{opened}/{name}" if opened else name
+                self._remember(prefix, known)
+            opened = known
+            if end < 0:
+                break
+        return opened
+
+    def _remember(self, sealed: str, opened: str | None) -> None:
         if len(self._opened) >= _MEMO_ENTRIES:
             self._opened.clear()
-        self._opened[(parent, segment)] = name
-        return name
+        self._opened[sealed] = opened
 
     def _open(self, parent: str, segment: str) -> str | None:
-        from cryptography.exceptions import InvalidTag
-
-        if not sealed_segment_length(0) <= len(segment) <= MAX_SEALED_SEGMENT_BYTES:
+        if not _MIN_SEALED_SEGMENT <= len(segment) <= MAX_SEALED_SEGMENT_BYTES:
             return None
+        # Only the exact spelling we write, which only its own bytes encode to: whatever the
+        # lenient decoder makes of anything else (it skips stray characters), encoding that
+        # back does not give the segment.
         try:
-            raw = base64.b64decode(segment + "=" * (-len(segment) % 4), altchars=b"-_", validate=True)
-        except (binascii.Error, ValueError):
+            raw = binascii.a2b_base64(
+                segment.encode("ascii").translate(_TO_STANDARD_BASE64) + _PADDING[len(segment) % 4]
+            )
+        except ValueError:  # not ASCII, or a length no encoding has
             return None
-        # Only the exact spelling we write: no "+"/"/" or stray bits in the last character.
         if len(raw) % PAD_BLOCK or _b64(raw) != segment:
             return None
         try:
             padded = self._siv.decrypt(raw, [self._tenant_ad, parent.encode("utf-8")])
-        except (InvalidTag, ValueError):
+        except (self._invalid_tag, ValueError):
             return None
         unpadded = padded.rstrip(b"\x00")
         if not unpadded.endswith(b"\x80") or len(padded) != padded_length(len(unpadded) - 1):
@@ -279,15 +321,12 @@ class NameCipher:
         """
         # The key first, even for a key that cannot be ours: files without a names key (names
         # in clear) are refused, not silently hidden.
-        sealer = self._sealer(prefetch=False)
-        parent, names = ROOT, []
-        for segment in sealed.split("/"):
-            name = sealer.open(parent, segment)
-            if name is None:
-                return None
-            names.append(name)
-            parent = f"{parent}/{name}"
-        return "/".join(names)
+        return self._sealer(prefetch=False).open_path(sealed)
+
+    def opener(self) -> Callable[[str], str | None]:
+        """:meth:`open` for the many keys of one listing: the names key is loaded (and checked
+        for expiry in the cache) once, now, rather than once per key."""
+        return self._sealer(prefetch=False).open_path
 
     def _sealer(self, *, prefetch: bool) -> _Sealer:
         key = self.names_key(prefetch=prefetch)

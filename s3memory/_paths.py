@@ -2,8 +2,9 @@
 
 Pure functions, no I/O. Every path the model sends goes through :func:`parse_path`; every
 key the store returns goes back through ``TenantLayout.path_for_key`` (``_layout``), which
-parses it again, so a key in the bucket that could not have come from a valid path is never
-shown as a file.
+parses it again (or, for the plain ASCII names of nearly every key, applies the same rules
+to the whole path at once: :func:`is_plain_canonical`), so a key in the bucket that could
+not have come from a valid path is never shown as a file.
 """
 
 from __future__ import annotations
@@ -199,7 +200,8 @@ def _check_segment(path: str, segment: str) -> None:
     if segment == "":
         raise refuse_path(path, "empty path segments ('//') are not allowed")
     if segment.isascii() and segment.isprintable() and "%" not in segment and "\\" not in segment:
-        # The common case, decided without decoding (listings validate every key).
+        # The common case, decided without decoding (is_plain_canonical applies these same
+        # rules to a whole path at once: a rule added here must be added there).
         if segment == "..":
             raise _escapes(path)
         if segment == ".":
@@ -284,6 +286,28 @@ def parse_path(path: object, *, max_path_bytes: int = DEFAULT_MAX_PATH_BYTES) ->
     if len(rest.encode("utf-8")) > max_path_bytes:
         raise refuse_path(path, f"the path is longer than {max_path_bytes} bytes")
     return MemoryPath(rest)
+
+
+def is_plain_canonical(relative: str, max_path_bytes: int) -> bool:
+    """True only if ``parse_path(f"/memories/{relative}", max_path_bytes=max_path_bytes)``
+    accepts ``relative`` and returns it unchanged, decided without parsing.
+
+    A listing checks every key it returns, and nearly all are printable ASCII, where
+    :func:`_check_segment` asks only for non-empty segments that are not ``.`` or ``..`` and
+    fit :data:`MAX_SEGMENT_BYTES`; this asks the same of the whole string at once (``/``
+    itself being printable ASCII, neither ``%`` nor ``\\``). False is not a refusal: the
+    caller then asks :func:`parse_path`, which alone decides everything else.
+    """
+    if not relative or len(relative) > max_path_bytes or not (relative.isascii() and relative.isprintable()):
+        return False
+    if "%" in relative or "\\" in relative or "//" in relative or relative[0] == "/" or relative[-1] == "/":
+        return False
+    if relative[0] == "." or "/." in relative:  # else no segment starts with ".", as "." and ".." do
+        framed = f"/{relative}/"
+        if "/./" in framed or "/../" in framed:
+            return False
+    # Only a string longer than a segment may hold a segment too long.
+    return len(relative) <= MAX_SEGMENT_BYTES or all(len(s) <= MAX_SEGMENT_BYTES for s in relative.split("/"))
 
 
 def validate_tenant(user_id: object) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from ._errors import InvalidCommandError, LimitExceededError
 from ._paths import MemoryPath
@@ -142,14 +141,86 @@ def truncated_lines(lines: Sequence[str], first: int, total: int, max_view_chars
 
 
 # -- view of a directory -------------------------------------------------------------------
-@dataclass
-class _Node:
-    size: int = 0
-    children: dict[tuple[str, bool], _Node] = field(default_factory=dict)
-
-
 def _is_hidden(name: str) -> bool:
     return name.startswith(".") or name == "node_modules"
+
+
+class _Level:
+    """The entries of one level of a listing and their sizes: files and directories apart
+    (one name may be both, a file ``a`` beside files below ``a/``), so that adding up a
+    file's size is one dict update and ordering them sorts names, not tuples."""
+
+    __slots__ = ("dirs", "files")
+
+    def __init__(self) -> None:
+        self.files: dict[str, int] = {}
+        self.dirs: dict[str, int] = {}
+
+    def entries(self) -> list[tuple[str, bool, int]]:
+        """(name, is a directory, size) of the visible entries, ordered as the sorted
+        ``(name, is_dir)`` pairs: by name, a file before a directory of the same name."""
+        files, dirs = self.files, self.dirs
+        names = sorted(files.keys() | dirs.keys() if files and dirs else files or dirs)
+        found = []
+        for name in names:
+            if _is_hidden(name):
+                continue
+            if name in files:
+                found.append((name, False, files[name]))
+            if name in dirs:
+                found.append((name, True, dirs[name]))
+        return found
+
+    def visible(self) -> int:
+        """How many of :meth:`entries` there are, without ordering them."""
+        return sum(not _is_hidden(name) for name in self.files) + sum(not _is_hidden(name) for name in self.dirs)
+
+
+def _tally(files: Iterable[tuple[MemoryPath, int]], depth: int) -> tuple[int, _Level, dict[str, _Level]]:
+    """The total size of ``files``, and the sizes of the entries ``depth`` names down and of
+    those below each of its directories (by the directory's name)."""
+    total = 0
+    top_files: dict[str, int] = {}
+    below: dict[str, _Level] = {}
+    # Files come grouped by directory (a listing is in key order), so a run of files below
+    # one second-level entry is added up before it meets a dict.
+    run_name, run_child, run_kind, run_size = "", "", 0, 0
+    level = _Level()
+    for path, size in files:
+        total += size
+        relative = path.relative
+        if not relative:
+            continue
+        # The two names below the directory, and whether there are more: 1, a file in it;
+        # 2, a file in a subdirectory; 3, anything deeper (the split stops there).
+        names = relative.split("/", depth + 2)
+        kind = len(names) - depth
+        if kind <= 0:
+            continue
+        if kind == 1:
+            name = names[depth]
+            top_files[name] = top_files.get(name, 0) + size
+            continue
+        child = names[depth + 1]
+        if kind == run_kind and child == run_child and names[depth] == run_name:
+            run_size += size
+            continue
+        if run_kind:
+            sizes = level.dirs if run_kind == 3 else level.files
+            sizes[run_child] = sizes.get(run_child, 0) + run_size
+        if names[depth] != run_name or not run_kind:
+            run_name = names[depth]
+            found = below.get(run_name)
+            level = below[run_name] = _Level() if found is None else found
+        run_child, run_kind, run_size = child, kind, size
+    if run_kind:
+        sizes = level.dirs if run_kind == 3 else level.files
+        sizes[run_child] = sizes.get(run_child, 0) + run_size
+    top = _Level()
+    top.files = top_files
+    # A first-level directory holds what its entries hold.
+    top.dirs = {name: sum(level.files.values()) + sum(level.dirs.values()) for name, level in below.items()}
+    return total, top, below
 
 
 def directory_view(
@@ -168,38 +239,48 @@ def directory_view(
     ``display`` (in a mounted store); ``extra_dirs`` are names of subdirectories to
     show even when empty (the mount points at the root).
     """
-    root = _Node()
-    depth = len(directory.parts)
-    for path, size in files:
-        root.size += size
-        names = path.parts[depth:]
-        node = root
-        for level, name in enumerate(names[:2]):
-            is_dir = level < len(names) - 1
-            node = node.children.setdefault((name, is_dir), _Node())
-            node.size += size
+    total, top, below = _tally(files, len(directory.parts))
     for name in extra_dirs:
-        root.children.setdefault((name, True), _Node())
+        top.dirs.setdefault(name, 0)
     shown = directory.display if shown_as is None else shown_as
-    lines = [f"{format_size(root.size)}\t{shown}"]
-    for (name, is_dir), node in sorted(root.children.items()):
-        if _is_hidden(name):
-            continue
-        lines.append(f"{format_size(node.size)}\t{shown}/{name}{'/' if is_dir else ''}")
-        for (child, child_is_dir), grandchild in sorted(node.children.items()):
-            if not _is_hidden(child):
-                suffix = "/" if child_is_dir else ""
-                lines.append(f"{format_size(grandchild.size)}\t{shown}/{name}/{child}{suffix}")
     header = (
         f"Here're the files and directories up to 2 levels deep in {shown}, excluding hidden items and node_modules:"
     )
-    budget, kept, used = max_view_chars - len(header) - 200, 0, 0
-    while kept < len(lines) and used + len(lines[kept]) + 1 <= budget:
-        used += len(lines[kept]) + 1
-        kept += 1
-    if kept < len(lines):
-        notice = f"[Listing truncated: {len(lines) - kept} more entries. View a subdirectory to see them.]"
-        lines = [*lines[:kept], notice]
+    # Lines are kept while they fit, in order, up to the first that does not; the others
+    # are only counted, so a listing of many files formats what it shows, not all of them.
+    budget = max_view_chars - len(header) - 200
+    lines: list[str] = []
+    used = 0
+    cut = 0  # lines left out
+
+    def add(line: str) -> None:
+        nonlocal used, cut
+        if cut or used + len(line) + 1 > budget:
+            cut += 1
+        else:
+            used += len(line) + 1
+            lines.append(line)
+
+    add(f"{format_size(total)}\t{shown}")
+    for name, is_dir, size in top.entries():
+        second = below.get(name) if is_dir else None
+        if cut:
+            cut += 1 + (0 if second is None else second.visible())
+            continue
+        add(f"{format_size(size)}\t{shown}/{name}{'/' if is_dir else ''}")
+        if second is None:
+            continue
+        if cut:
+            cut += second.visible()
+            continue
+        entries = second.entries()
+        for index, (child, child_is_dir, child_size) in enumerate(entries):
+            if cut:
+                cut += len(entries) - index
+                break
+            add(f"{format_size(child_size)}\t{shown}/{name}/{child}{'/' if child_is_dir else ''}")
+    if cut:
+        lines.append(f"[Listing truncated: {cut} more entries. View a subdirectory to see them.]")
     return header + "\n" + "\n".join(lines)
 
 
