@@ -775,3 +775,109 @@ def test_tls_takes_aws_ca_bundle_and_verify_false_as_botocore_does(
     bundled = fast_client(new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=2))
     assert isinstance(bundled, CrtS3Client) and S3Store("bkt", bundled).head("t/k") is not None
     assert len(server.requests) == 2
+
+
+# -- what stays botocore's (review findings) -----------------------------------------------------
+def test_a_mock_started_after_the_client_was_wrapped_still_gets_every_request(crt: CrtS3Client) -> None:
+    """moto's mock started later: the six verbs go to it, as botocore's calls do, and
+    nothing reaches the network (here, moto's server)."""
+    from moto import mock_aws
+
+    seen: list[str] = []
+    crt.add_request_observer(lambda operation, *_: seen.append(operation))
+    with mock_aws():
+        crt.create_bucket(Bucket="in-the-mock")
+        store = S3Store("in-the-mock", crt)
+        store.put("t/k", b"mocked", {})
+        assert store.get("t/k") is not None and [info.key for info in store.list("t/")] == ["t/k"]
+    assert seen == []  # none went through awscrt, past the mock
+
+
+def test_an_empty_key_or_non_ascii_metadata_is_refused_as_botocore_refuses_it(crt: CrtS3Client) -> None:
+    from botocore.exceptions import ParamValidationError
+
+    seen: list[str] = []
+    crt.add_request_observer(lambda operation, *_: seen.append(operation))
+    bucket = crt.test_bucket
+    for call in (
+        lambda: crt.head_object(Bucket=bucket, Key=""),
+        lambda: crt.get_object(Bucket=bucket, Key=""),
+        lambda: crt.put_object(Bucket=bucket, Key="", Body=b"x"),
+        lambda: crt.copy_object(Bucket=bucket, Key="", CopySource={"Bucket": bucket, "Key": "k"}),
+    ):
+        with pytest.raises(ParamValidationError):
+            call()
+    with pytest.raises(Exception) as caught:
+        crt.put_object(Bucket=bucket, Key="t/k", Body=b"x", Metadata={"name": "café"})
+    assert "café" not in crt.list_objects_v2(Bucket=bucket).get("Contents", []) and caught.value is not None
+    assert seen == ["ListObjectsV2"]  # only the listing above went through awscrt
+
+
+def test_a_forked_child_uses_botocore(crt: CrtS3Client) -> None:
+    """awscrt's threads stay in the parent: a child's request would wait for its deadline."""
+    import os
+
+    store = S3Store(crt.test_bucket, crt)
+    store.put("t/k", b"before the fork", {})
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return into pytest
+        try:
+            found = store.get("t/k")
+            os.write(writer, b"ok" if found is not None and found.body == b"before the fork" else b"wrong")
+        finally:
+            os._exit(0)
+    os.close(writer)
+    _, status = os.waitpid(pid, 0)
+    assert os.read(reader, 16) == b"ok" and status == 0
+    os.close(reader)
+    assert store.get("t/k") is not None  # the parent's client still works
+
+
+def test_a_head_answered_400_naming_another_region_is_left_to_botocore(canned: _Canned) -> None:
+    _, crt = _canned_clients(canned)
+
+    def reply(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+        signed_for = canned.requests[-1][2].get("authorization", "")
+        if "/eu-west-1/" in signed_for:
+            return 200, {"ETag": '"e"', "Last-Modified": "Tue, 24 Nov 2026 12:00:00 GMT"}, b""
+        return 400, {"x-amz-bucket-region": "eu-west-1"}, b""
+
+    canned.reply = reply
+    assert S3Store("bkt", crt).head("k") is not None  # botocore followed it to eu-west-1
+
+
+def test_an_empty_object_is_read_by_botocore_after_the_range_is_refused(canned: _Canned) -> None:
+    boto, crt = _canned_clients(canned)
+
+    def reply(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+        if "range" in canned.requests[-1][2]:
+            return 416, {"Content-Type": "application/xml"}, b"<Error><Code>InvalidRange</Code></Error>"
+        return 200, {"ETag": '"d41d8cd98f00b204e9800998ecf8427e"'}, b""
+
+    canned.reply = reply
+    seen: list[str] = []
+    boto.meta.events.register("before-call.s3.GetObject", lambda **_: seen.append("boto3"))
+    assert crt.get_object(Bucket="bkt", Key="k")["Body"].read() == b""
+    assert seen == ["boto3"]  # a stream S3Store bounds, not a second unbounded awscrt GET
+
+
+def test_over_plain_http_each_body_is_signed(canned: _Canned) -> None:
+    """Without TLS botocore signs the body's SHA-256; so does this client (else a body
+    could be swapped under a valid signature)."""
+    _, crt = _canned_clients(canned)
+    canned.reply = lambda method, path: (200, {"ETag": '"e"'}, b"")
+    crt.put_object(Bucket="bkt", Key="k", Body=b"signed body")
+    assert canned.requests[-1][2]["x-amz-content-sha256"] == hashlib.sha256(b"signed body").hexdigest()
+
+
+def test_a_client_that_cannot_be_wrapped_stays_botocores(
+    moto_endpoint: str, fake_aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_CA_BUNDLE", "/nonexistent/ca.pem")
+    client = new_client("s3", region_name=REGION, endpoint_url="https://127.0.0.1:1")
+    assert fast_client(client) is client
+    monkeypatch.delenv("AWS_CA_BUNDLE")
+    again = new_client("s3", region_name=REGION, endpoint_url=moto_endpoint)
+    first, second = fast_client(again), fast_client(again)  # the first's own hook is not a mock
+    assert isinstance(first, CrtS3Client) and isinstance(second, CrtS3Client)

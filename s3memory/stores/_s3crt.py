@@ -106,7 +106,7 @@ def fast_client(client: Any) -> Any:
         return client
     try:
         return CrtS3Client(client)
-    except _Unsupported:
+    except Exception:  # _Unsupported, or e.g. a CA bundle that is not there: botocore reports it
         return client
 
 
@@ -120,7 +120,7 @@ def _sends_are_intercepted(client: Any) -> bool:
         found = handlers.prefix_search("before-send.s3.HeadObject")
     except AttributeError:  # another botocore's internals: nothing to go by
         return False
-    return any(getattr(handler, "enabled", True) is not False for handler in found)
+    return any(getattr(handler, "enabled", True) is not False and not isinstance(handler, _Probe) for handler in found)
 
 
 class _Unsupported(Exception):
@@ -162,6 +162,9 @@ class _Probe:
         from botocore.awsrequest import AWSResponse
 
         self.local.url = request.url
+        authorization = request.headers.get("Authorization") or ""
+        self.local.authorization = authorization.decode() if isinstance(authorization, bytes) else str(authorization)
+        self.local.session_token = "x-amz-s3session-token" in request.headers
         return AWSResponse(request.url, 200, {"Content-Length": "0"}, _NoBody())
 
 
@@ -250,6 +253,9 @@ class CrtS3Client:
         else:
             options["tls_connection_options"] = _tls_options(client)
         self._crt = self._crt_s3.S3Client(**options)
+        self._pid = os.getpid()  # awscrt's threads do not survive a fork: a child uses botocore
+        self._signed_payload = parts.scheme == "http"  # no TLS: sign each body, as botocore does
+        self._signing = signing
         self._probe = _Probe()
         meta.events.register_first("before-send.s3.HeadObject", self._probe, unique_id=f"s3memory-crt-{id(self)}")
 
@@ -286,10 +292,10 @@ class CrtS3Client:
             return self._client.get_object(**kwargs)  # type: ignore[no-any-return]
         key = kwargs["Key"]
         try:
-            try:
-                answer = self._send("GetObject", "GET", route, key, "", [("Range", f"bytes=0-{GET_PART_BYTES - 1}")])
-            except _EmptyObject:  # S3 refuses a range of an empty object (416): ask without one
-                answer = self._send("GetObject", "GET", route, key, "", [])
+            answer = self._send("GetObject", "GET", route, key, "", [("Range", f"bytes=0-{GET_PART_BYTES - 1}")])
+        except _EmptyObject:  # S3 refuses a range of an empty object (416): botocore's GET,
+            # whose body S3Store bounds (the object may have grown since)
+            return self._client.get_object(**kwargs)  # type: ignore[no-any-return]
         except _UseBoto3:
             self._routes[kwargs["Bucket"]] = None  # from now on, botocore follows the redirect
             return self._client.get_object(**kwargs)  # type: ignore[no-any-return]
@@ -432,12 +438,22 @@ class CrtS3Client:
 
     # -- requests --------------------------------------------------------------------------
     def _route_for(self, kwargs: Mapping[str, Any], handled: frozenset[str]) -> _Route | None:
-        """Where ``kwargs``'s bucket is, or None when the call is for boto3 (an argument
-        this client does not handle, or a bucket whose URL it could not learn)."""
+        """Where ``kwargs``'s bucket is, or None when the call is for boto3: an argument
+        this client does not handle or would not check as botocore does (an empty key, which
+        would make a request on the bucket itself; metadata that is not ASCII), a bucket
+        whose URL it could not learn, a forked child (awscrt's threads stayed in the
+        parent), or a client whose requests something now intercepts (a mock started after
+        the client was wrapped: the request must not go past it to the network)."""
         if not kwargs.keys() <= handled:
             return None
         bucket = kwargs.get("Bucket")
-        if not isinstance(bucket, str):
+        if not isinstance(bucket, str) or not bucket:
+            return None
+        if "Key" in handled and not (isinstance(kwargs.get("Key"), str) and kwargs["Key"]):
+            return None
+        if "Metadata" in kwargs and not _ascii_metadata(kwargs["Metadata"]):
+            return None
+        if os.getpid() != self._pid or _sends_are_intercepted(self._client):
             return None
         try:
             return self._routes[bucket]
@@ -452,7 +468,18 @@ class CrtS3Client:
         try:
             self._client.head_object(Bucket=bucket, Key=_PROBE_KEY)
             url = urlsplit(self._probe.local.url)
-            if url.scheme == urlsplit(self._endpoint).scheme and url.path.endswith("/" + _PROBE_KEY):
+            # awscrt signs SigV4 for "s3" in the client's region: a bucket botocore signs
+            # otherwise (an Object Lambda or Outposts ARN, SigV4A, S3 Express sessions) stays
+            # botocore's.
+            signed_as_ours = self._probe.local.authorization.startswith("AWS4-HMAC-SHA256 ") and (
+                f"/{self._region}/s3/aws4_request," in self._probe.local.authorization
+            )
+            if (
+                url.scheme == urlsplit(self._endpoint).scheme
+                and url.path.endswith("/" + _PROBE_KEY)
+                and signed_as_ours
+                and not self._probe.local.session_token
+            ):
                 route = _Route(url.netloc, url.path[: -len(_PROBE_KEY)])
         except Exception:  # botocore will report it, on its own request
             route = None
@@ -488,10 +515,14 @@ class CrtS3Client:
         )
         exchange = _Exchange()
         started = time.perf_counter()
+        signing = None
+        if self._signed_payload:
+            signing = self._signing.replace(signed_body_value=hashlib.sha256(body or b"").hexdigest())
         pending = self._crt.make_request(
             type=self._crt_s3.S3RequestType.DEFAULT,
             request=request,
             operation_name=operation,
+            signing_config=signing,
             on_headers=exchange.on_headers,
             on_body=exchange.on_body,
         )
@@ -524,7 +555,10 @@ class CrtS3Client:
 
         response = _error_response(status, headers, body if operation != "HeadObject" else None)
         code = str(response["Error"].get("Code") or "")
-        if 300 <= status < 400 or code in _REDIRECT_CODES:
+        region = _header(headers, "x-amz-bucket-region")
+        # As botocore's redirector: a 400 naming another region is one too (S3's answer to a
+        # HEAD signed for the wrong region, which has no body to name the error).
+        if 300 <= status < 400 or code in _REDIRECT_CODES or (status == 400 and region and region != self._region):
             raise _UseBoto3(code)
         if status == 416 and operation == "GetObject":
             raise _EmptyObject
@@ -588,6 +622,14 @@ def _attempts(config: Any) -> int:
         pass
     mode = retries.get("mode") or os.environ.get("AWS_RETRY_MODE") or "legacy"
     return 5 if mode == "legacy" else 3
+
+
+def _ascii_metadata(metadata: object) -> bool:
+    """Whether ``metadata`` is what this client sends as botocore would: str to str, ASCII
+    (botocore refuses anything else before sending; s3memory's own is base64 and JSON)."""
+    return isinstance(metadata, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) and k.isascii() and v.isascii() for k, v in metadata.items()
+    )
 
 
 def _proxied(scheme: str, host: str) -> bool:
