@@ -298,6 +298,7 @@ class Network:
     http: bool = False
     calls: Counter[str] = field(default_factory=Counter)
     intervals: list[tuple[float, float]] = field(default_factory=list)
+    observed: int = 0  # requests s3memory's awscrt client reported (counted or not)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _sending: threading.local = field(default_factory=threading.local)
 
@@ -305,9 +306,15 @@ class Network:
         service = client.meta.service_model.service_name
         events = client.meta.events
         events.register("before-call", self._count)
-        if hasattr(client, "add_request_observer"):  # s3memory's awscrt client: its own requests
+        if hasattr(client, "add_request_observer"):
+            # s3memory's awscrt client reports its own requests. A handler at before-send
+            # would make it leave every request to botocore (something intercepts them), so
+            # the calls it leaves to botocore anyway are timed from before-call to after-call.
             client.add_request_observer(self._observed)
-        if self.http:
+            events.register_last("before-call", self._sent)
+            events.register("after-call", self._done)
+            events.register("after-call-error", self._done)
+        elif self.http:
             # Last, so that the interval starts when nothing but the socket write is left.
             events.register_last("before-send", self._sent)
             events.register("before-parse", self._received)
@@ -322,6 +329,7 @@ class Network:
                 self.calls[model.service_model.service_name + ":" + model.name] += 1
 
     def _observed(self, operation: str, started: float, ended: float) -> None:
+        self.observed += 1
         if self.enabled:
             with self.lock:
                 self.calls["s3:" + operation] += 1
