@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from . import _envelope as envelope
-from . import _index, _records
+from . import _index, _records, _telemetry
 from ._errors import (
     ConfigurationError,
     InvalidCommandError,
@@ -180,6 +180,14 @@ def _listed_in_tree(tree: MountedMemory, prefix: str, depth: int | None) -> buil
     return sorted((info for listing in listings for info in listing.result()), key=lambda info: info.path)
 
 
+def _write_operation(precondition: object) -> str:
+    """The conventions' name of a write: ``NotExists`` asks for a new record, ``Sha256`` for
+    a change to a known one, none for either, whichever the store holds."""
+    if isinstance(precondition, NotExists):
+        return _telemetry.CREATE
+    return _telemetry.UPDATE if isinstance(precondition, Sha256) else _telemetry.UPSERT
+
+
 class MemoryAdmin:
     """The management API over one memory (see the module docstring), for application code.
 
@@ -198,10 +206,13 @@ class MemoryAdmin:
     def _resolve(self, path: str) -> tuple[EncryptedMemory, str]:
         """The store ``path`` is in, and the path to give it (as the caller gave it)."""
         if isinstance(self.memory, MountedMemory):
-            return self.memory.route(path)[1], path
+            memory = self.memory.route(path)[1]
+            _telemetry.note_store(memory)  # a mount's store, not the own one the span began with
+            return memory, path
         return self.memory, path
 
     # -- write -----------------------------------------------------------------------------
+    @_telemetry.traced("admin.write", lambda *_, precondition=None: _write_operation(precondition), records=1)
     def write(self, path: str, text: str, *, precondition: Precondition | None = None) -> MemoryInfo:
         """Create or replace the file at ``path`` with ``text``; what was written (the text
         after any redaction by the guard).
@@ -373,6 +384,7 @@ class MemoryAdmin:
         return None if file is None else _digest(file.text.encode("utf-8"))
 
     # -- read ------------------------------------------------------------------------------
+    @_telemetry.traced("admin.read", _telemetry.SEARCH, records=1)
     def read(self, path: str) -> tuple[str, MemoryInfo]:
         """The text of the file at ``path`` and its :class:`MemoryInfo` (one GET).
 
@@ -403,6 +415,7 @@ class MemoryAdmin:
         return file.text, info
 
     # -- delete ----------------------------------------------------------------------------
+    @_telemetry.traced("admin.delete", _telemetry.DELETE, records=1)
     def delete(self, path: str, *, expected_sha256: str | None = None) -> None:
         """Delete the file at ``path``; with ``expected_sha256``, only if its content still
         has that hash (read, compare, then a delete ``If-Match`` the ETag read). A record of
@@ -466,6 +479,7 @@ class MemoryAdmin:
             raise _content(shown, expected, self._current_sha256(memory, parsed, shown)) from None
 
     # -- list ------------------------------------------------------------------------------
+    @_telemetry.traced("admin.list", _telemetry.SEARCH, records=len)
     def list(self, path_prefix: str = ROOT + "/", *, depth: int | None = None) -> list[MemoryInfo]:
         """Every file whose path starts with ``path_prefix``, sorted by path; no contents.
 
@@ -491,6 +505,7 @@ class MemoryAdmin:
             return _listed_in_tree(self.memory, shown, depth)
         return listed_in(memory, shown, depth)
 
+    @_telemetry.traced("admin.reindex", "s3memory.reindex")
     def reindex(self) -> int:
         """Rebuild this process's view of the search index from the store and write it back
         if it was stale (``list`` and search then start warm); the number of files indexed.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from . import _envelope as envelope
-from . import _history, _quarantine, _records, _rename, _versions
+from . import _history, _quarantine, _records, _rename, _telemetry, _versions
 from . import _render as render
 from ._access import PROCESS_ACCESS_LOG, AccessLog, record_access
 from ._entries import MemoryVersion
@@ -350,6 +350,7 @@ class EncryptedMemory:
         return run_command(self, command)
 
     # -- view --------------------------------------------------------------------------
+    @_telemetry.traced("view", _telemetry.SEARCH)
     def view(self, path: str, view_range: object = None) -> str:
         """A directory listing (two levels, sizes), or a file with line numbers.
 
@@ -385,6 +386,7 @@ class EncryptedMemory:
         return render.directory_view(parsed, sizes, self.limits.max_view_chars, shown_as=self.files.shown(parsed))
 
     # -- beyond the tool: what the CLI and MCP server need ---------------------------
+    @_telemetry.traced("read_text", _telemetry.SEARCH, records=1)
     def read_text(self, path: str) -> str:
         """A file's whole text, without line numbers (one GET).
 
@@ -406,6 +408,7 @@ class EncryptedMemory:
             raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
         raise InvalidCommandError(f"Error: {path} is a directory, not a file")
 
+    @_telemetry.traced("list_files", _telemetry.SEARCH, records=len)
     def list_files(self, path: str = "/memories") -> list[FileEntry]:
         """Every file at or below ``path``, hidden ones included, sorted by path.
 
@@ -425,6 +428,7 @@ class EncryptedMemory:
         return sorted(FileEntry(self.files.shown(p), plaintext_size(info)) for p, info in files)
 
     # -- create ------------------------------------------------------------------------
+    @_telemetry.traced("create", _telemetry.CREATE, records=1)
     def create(self, path: str, file_text: object) -> str:
         """Create a new file; never overwrites. Parent directories come into being.
 
@@ -543,6 +547,7 @@ class EncryptedMemory:
             f"Error: {path} is being changed by others at the same time; the edit was not applied. Try again."
         )
 
+    @_telemetry.traced("str_replace", _telemetry.UPDATE, records=1)
     def str_replace(self, path: str, old_str: object, new_str: object) -> str:
         """Replace the one occurrence of ``old_str``; answer with a numbered snippet.
 
@@ -583,6 +588,7 @@ class EncryptedMemory:
 
         return self._edit(path, f"Error: The path {path} does not exist. Please provide a valid path.", apply, answer)
 
+    @_telemetry.traced("insert", _telemetry.UPDATE, records=1)
     def insert(self, path: str, insert_line: object, insert_text: object) -> str:
         """Insert ``insert_text`` after line ``insert_line`` (0 = at the top).
 
@@ -625,6 +631,7 @@ class EncryptedMemory:
         )
 
     # -- delete ------------------------------------------------------------------------
+    @_telemetry.traced("delete", _telemetry.DELETE)
     def delete(self, path: str) -> str:
         """Delete a file, or a directory with everything under it.
 
@@ -687,6 +694,7 @@ class EncryptedMemory:
     def _deleted_record(self, parsed: MemoryPath, deleted: list[ObjectInfo]) -> dict[str, object]:
         return {"op": "deleted", "path": parsed.display, "files": _records.listed_files(self.files, deleted)}
 
+    @_telemetry.traced("clear_all", _telemetry.DELETE)
     def clear_all(self) -> str:
         """Delete every memory file of this user (``/memories`` stays, empty); the user's
         keys stay, so the memory is at once usable again. Not a crypto-shredding erasure:
@@ -712,6 +720,7 @@ class EncryptedMemory:
         return "All memory cleared"
 
     # -- history (beyond the six commands, which never see it) ---------------------------
+    @_telemetry.traced("history", _telemetry.SEARCH, records=len)
     def history(self, path: str) -> list[MemoryVersion]:
         """Every version of the file at ``path``, newest first: also of a deleted file, and
         from before it was renamed here. One round of requests (listings, whose record names
@@ -728,6 +737,7 @@ class EncryptedMemory:
             return []
         return _history.history(self.files, parsed)
 
+    @_telemetry.traced("read_version", _telemetry.SEARCH, records=1)
     def read_version(self, path: str, version: str) -> str:
         """The text of one version of ``path`` (an id from :meth:`history`).
 
@@ -741,6 +751,7 @@ class EncryptedMemory:
             raise VersionNotFoundError(f"Error: {self.files.shown(parsed)} has no version {version!r}.")
         return _versions.read_version(self.files, parsed, version)
 
+    @_telemetry.traced("restore", _telemetry.UPDATE, records=1)
     def restore(self, path: str, version: str) -> str:
         """Write ``version`` of ``path`` back as its newest version (compare-and-swap:
         ``PreconditionFailedError`` if the file changes meanwhile); a deleted file comes back.
@@ -758,6 +769,7 @@ class EncryptedMemory:
             raise VersionNotFoundError(f"Error: {self.files.shown(parsed)} has no version {version!r}.")
         return _versions.restore(self.files, parsed, version)
 
+    @_telemetry.traced("redact", _telemetry.UPDATE, records=1)
     def redact(self, path: str, version: str) -> str:
         """Delete the content of one earlier version of ``path`` for good (leaked secrets,
         personal data, deletion requests); its history entry stays, saying who made it,
@@ -774,6 +786,7 @@ class EncryptedMemory:
             raise VersionNotFoundError(f"Error: {self.files.shown(parsed)} has no version {version!r}.")
         return _versions.redact(self.files, parsed, version)
 
+    @_telemetry.traced("changes", _telemetry.SEARCH, records=len)
     def changes(
         self,
         path_prefix: str = "/memories",
@@ -817,6 +830,7 @@ class EncryptedMemory:
         indexed = _index.current_files(self.files, write_back=not self.read_only)
         return [(self.files.shown(f.path), f.text) for f in indexed if f.path.is_within(directory)]
 
+    @_telemetry.traced("search", _telemetry.SEARCH, records=len)
     def search(
         self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT
     ) -> list[SearchResult]:
@@ -831,6 +845,7 @@ class EncryptedMemory:
         """
         return search(self, query, path_prefix, limit)[0]
 
+    @_telemetry.traced("search", _telemetry.SEARCH)
     def search_answer(self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT) -> str:
         """:meth:`search` as the ``memory_search`` tool answers it: the matching files, their
         lines numbered as ``view`` numbers them, or ``No matches for "query" under /memories.``"""
@@ -871,6 +886,7 @@ class EncryptedMemory:
         return parsed
 
     # -- rename ------------------------------------------------------------------------
+    @_telemetry.traced("rename", _telemetry.UPDATE)
     def rename(self, old_path: str, new_path: str, *, progress: Callable[[int, int], None] | None = None) -> str:
         """Move a file or a directory (with everything under it); never overwrites.
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from . import _telemetry
+
 T = TypeVar("T")
 P = ParamSpec("P")
 
@@ -61,6 +63,18 @@ class RoundTrip:
     def wait(self) -> None:
         """Run every request; raise the first error (in submission order) after all finish."""
         self._waited = True
+        counted = _telemetry.fork()
+        if counted is None:
+            self._run()
+            return
+        for pending in self._pending:  # on worker threads too, in the command's count and span
+            pending._call = counted.bind(pending._call)
+        try:
+            self._run()
+        finally:
+            counted.join()
+
+    def _run(self) -> None:
         if self._inline is not None:
             self._wait_inline(self._inline)
             return

@@ -11,10 +11,12 @@ version that is a delete marker), which are read together.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .. import _telemetry
 from .._aws_errors import map_aws_error
 from .._errors import ObjectTooLargeError, PreconditionFailedError, StorageAccessDeniedError, StorageError
 from ._base import NULL_VERSION, ObjectInfo, ObjectStore, ObjectVersion, StoredObject, check_purge_prefix, check_size
@@ -113,9 +115,14 @@ class S3Store(ObjectStore):
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return getattr(self.client, operation)(Bucket=self.bucket, **kwargs)
+            response = getattr(self.client, operation)(Bucket=self.bucket, **kwargs)
         except (ClientError, BotoCoreError) as exc:
+            if _telemetry.ACTIVE:
+                _telemetry.count_request(operation, kwargs.get("Body"), getattr(exc, "response", None))
             raise map_aws_error(exc, operation, self.client) from exc
+        if _telemetry.ACTIVE:
+            _telemetry.count_request(operation, kwargs.get("Body"), response)
+        return response
 
     def _missing_or_raise(self, exc: StorageError, key: str) -> None:
         """Return if ``exc`` means the key does not exist; raise it otherwise.
@@ -293,8 +300,15 @@ class S3Store(ObjectStore):
             # A pool of this call's own: nothing to close, no thread outlives the call. Not
             # pool.map: its first error cancels the batches not yet started.
             workers = min(len(batches), DELETE_WORKERS)
+            calls: list[Callable[[], int]] = [
+                functools.partial(self._delete_batch, batch, conditions) for batch in batches
+            ]
+            counted = _telemetry.fork()  # the batches are one round trip of the command's
+            calls = calls if counted is None else [counted.bind(call) for call in calls]
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3memory-delete") as pool:
-                sent = [pool.submit(self._delete_batch, batch, conditions) for batch in batches]
+                sent = [pool.submit(call) for call in calls]
+            if counted is not None:
+                counted.join()
             changed = sum(future.result() for future in sent)  # every batch is done here
         if changed:
             raise PreconditionFailedError(f"Error: {changed} objects changed and were not deleted")
