@@ -282,8 +282,7 @@ class CrtS3Client:
         try:
             answer = self._send("HeadObject", "HEAD", route, kwargs["Key"], "", [], None)
         except _UseBoto3:
-            self._routes[kwargs["Bucket"]] = None  # from now on, botocore follows the redirect
-            return self._client.head_object(**kwargs)  # type: ignore[no-any-return]
+            return self._redirected("head_object", kwargs)
         return _object_fields(answer, with_length=True)
 
     def get_object(self, **kwargs: Any) -> dict[str, Any]:
@@ -297,8 +296,7 @@ class CrtS3Client:
             # whose body S3Store bounds (the object may have grown since)
             return self._client.get_object(**kwargs)  # type: ignore[no-any-return]
         except _UseBoto3:
-            self._routes[kwargs["Bucket"]] = None  # from now on, botocore follows the redirect
-            return self._client.get_object(**kwargs)  # type: ignore[no-any-return]
+            return self._redirected("get_object", kwargs)
         response = _object_fields(answer, with_length=answer.status != 206)
         if answer.status == 206:  # the object's first part: its size is after the slash
             try:
@@ -328,8 +326,7 @@ class CrtS3Client:
         try:
             answer = self._send("PutObject", "PUT", route, kwargs["Key"], "", headers, bytes(body))
         except _UseBoto3:
-            self._routes[kwargs["Bucket"]] = None  # from now on, botocore follows the redirect
-            return self._client.put_object(**kwargs)  # type: ignore[no-any-return]
+            return self._redirected("put_object", kwargs)
         response = _base_fields(answer)
         _copy_headers(response, (("etag", "ETag"), ("x-amz-version-id", "VersionId")))
         return response
@@ -353,8 +350,7 @@ class CrtS3Client:
         try:
             answer = self._send("CopyObject", "PUT", route, kwargs["Key"], "", headers, b"")
         except _UseBoto3:
-            self._routes[kwargs["Bucket"]] = None  # from now on, botocore follows the redirect
-            return self._client.copy_object(**kwargs)  # type: ignore[no-any-return]
+            return self._redirected("copy_object", kwargs)
         response = _base_fields(answer)
         _copy_headers(
             response, (("x-amz-version-id", "VersionId"), ("x-amz-copy-source-version-id", "CopySourceVersionId"))
@@ -388,8 +384,7 @@ class CrtS3Client:
         try:
             answer = self._send("ListObjectsV2", "GET", route, "", query, [])
         except _UseBoto3:
-            self._routes[kwargs["Bucket"]] = None  # from now on, botocore follows the redirect
-            return self._client.list_objects_v2(**kwargs)  # type: ignore[no-any-return]
+            return self._redirected("list_objects_v2", kwargs)
         response = _base_fields(answer)
         response.update(_listing(_xml(answer.body)))
         return response
@@ -418,8 +413,7 @@ class CrtS3Client:
         try:
             answer = self._send("DeleteObjects", "POST", route, "", "?delete", headers, body)
         except _UseBoto3:
-            self._routes[kwargs["Bucket"]] = None  # from now on, botocore follows the redirect
-            return self._client.delete_objects(**kwargs)  # type: ignore[no-any-return]
+            return self._redirected("delete_objects", kwargs)
         response = _base_fields(answer)
         deleted: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
@@ -437,6 +431,12 @@ class CrtS3Client:
         return response
 
     # -- requests --------------------------------------------------------------------------
+    def _redirected(self, verb: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """S3 sent this bucket's call elsewhere: botocore follows the redirect, for this call
+        and every later one of the bucket."""
+        self._routes[kwargs["Bucket"]] = None
+        return getattr(self._client, verb)(**kwargs)  # type: ignore[no-any-return]
+
     def _route_for(self, kwargs: Mapping[str, Any], handled: frozenset[str]) -> _Route | None:
         """Where ``kwargs``'s bucket is, or None when the call is for boto3: an argument
         this client does not handle or would not check as botocore does (an empty key, which
