@@ -31,6 +31,9 @@ inherits the Python built-in that a caller would naturally catch::
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 
 class S3MemoryError(Exception):
     """Root of every error raised by s3memory. ``str(error)`` is safe to show the model."""
@@ -139,3 +142,16 @@ class ObjectTooLargeError(StorageError):
     ) -> None:
         super().__init__(message)
         self.size = size
+
+
+def answer_for_model(call: Callable[[], str]) -> tuple[str, bool]:
+    """Run one memory call for a model: ``(text, is_error)``. s3memory's own errors answer
+    with their contract strings; anything unexpected with a generic message and a log
+    entry, never a traceback (which could carry a path or a stored byte)."""
+    try:
+        return call(), False
+    except S3MemoryError as exc:
+        return str(exc), True
+    except Exception as exc:
+        logging.getLogger("s3memory").exception("unexpected error in the s3memory backend")
+        return f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).", True

@@ -289,3 +289,17 @@ def open_memory(  # type: ignore[misc]
             (mount, _open_store(**mount_options, shown_root=mount.path.rstrip("/"), read_only=mount.read_only))
         )
     return MountedMemory(own, mounted)
+
+
+def memory_from(
+    memory: EncryptedMemory | MountedMemory | None, options: MemoryOptions
+) -> EncryptedMemory | MountedMemory:
+    """What a tool adapter runs on: ``memory=`` as given, or one opened from the options of
+    :func:`open_memory` (never both)."""
+    if memory is not None:
+        if options:
+            raise TypeError("give either memory=... or the options to build one, not both")
+        return memory
+    if "user_id" not in options:
+        raise TypeError("give user_id=... (and where to store: bucket=... or store=...), or memory=...")
+    return open_memory(**options)

@@ -58,6 +58,7 @@ from ._search import DEFAULT_LIMIT, SearchResult, check_limit, parse_query, rend
 from .stores import ObjectInfo, ObjectStore
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 log = logging.getLogger("s3memory")
 
@@ -190,6 +191,12 @@ def _split_lines_for_insert(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
+
+
+def _not_verbatim(old_str: str, path: str) -> EditError:
+    return EditError(
+        f"No replacement was performed, old_str `{render.excerpt(old_str)}` did not appear verbatim in {path}."
+    )
 
 
 def _succeeded(pending: Pending[Any]) -> bool:
@@ -494,8 +501,8 @@ class EncryptedMemory:
         path: str,
         missing_message: str,
         apply: Callable[[str], tuple[str, T]],
-        answer: Callable[[str, T], str],
-    ) -> str:
+        answer: Callable[[str, T], R],
+    ) -> R:
         """Read, apply, screen, write back with If-Match; on a lost race re-read and re-apply.
 
         ``apply`` turns the file's text into the new text and what the answer needs;
@@ -573,10 +580,7 @@ class EncryptedMemory:
         def apply(content: str) -> tuple[str, int]:
             count = content.count(old_str)  # non-overlapping, as the reference counts
             if count == 0:
-                raise EditError(
-                    f"No replacement was performed, old_str `{render.excerpt(old_str)}` did not appear verbatim "
-                    f"in {path}."
-                )
+                raise _not_verbatim(old_str, path)
             if count > 1:
                 raise EditError(render.multiple_occurrences(old_str, content, count, max_chars))
             position = content.find(old_str)
@@ -587,6 +591,32 @@ class EncryptedMemory:
             return render.edit_snippet(written, changed_line, max_chars)
 
         return self._edit(path, f"Error: The path {path} does not exist. Please provide a valid path.", apply, answer)
+
+    @_telemetry.traced("replace_all", _telemetry.UPDATE, records=1)
+    def replace_all(self, path: str, old_str: object, new_str: object) -> int:
+        """Replace every occurrence of ``old_str`` (non-overlapping, left to right) in one
+        compare-and-swap edit; how many were replaced. Beyond the six commands: for agent
+        frameworks whose edit tool offers it (deepagents' ``replace_all``).
+
+        Raises:
+            EditError: ``old_str`` is empty or missing from the file.
+            The rest as :meth:`str_replace`.
+        """
+        if not isinstance(old_str, str) or not isinstance(new_str, str):
+            raise InvalidCommandError("Error: `old_str` and `new_str` must be strings.")
+        if old_str == "":
+            raise EditError("Error: `old_str` must not be empty.")
+        replacement = self._screen_inserted(new_str)
+
+        def apply(content: str) -> tuple[str, int]:
+            count = content.count(old_str)
+            if count == 0:
+                raise _not_verbatim(old_str, path)
+            return content.replace(old_str, replacement), count
+
+        return self._edit(
+            path, f"Error: The path {path} does not exist. Please provide a valid path.", apply, lambda _, n: n
+        )
 
     @_telemetry.traced("insert", _telemetry.UPDATE, records=1)
     def insert(self, path: str, insert_line: object, insert_text: object) -> str:

@@ -237,6 +237,12 @@ class MountedMemory:
         memory._writable("edit", path)
         return memory.str_replace(path, old_str, new_str)
 
+    def replace_all(self, path: str, old_str: object, new_str: object) -> int:
+        """As :meth:`EncryptedMemory.replace_all`, in whichever store ``path`` is."""
+        memory = self.route(path)[1]
+        memory._writable("edit", path)
+        return memory.replace_all(path, old_str, new_str)
+
     def insert(self, path: str, insert_line: object, insert_text: object) -> str:
         memory = self.route(path)[1]
         memory._writable("edit", path)

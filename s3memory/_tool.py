@@ -8,9 +8,8 @@ message and a log entry, never a raw traceback to the model.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from anthropic.lib.tools import (
     BetaAbstractMemoryTool,
@@ -29,26 +28,20 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from ._errors import S3MemoryError
-from ._factory import MemoryOptions, open_memory
+from ._errors import answer_for_model
+from ._factory import MemoryOptions, memory_from
 from ._memory import EncryptedMemory
 from ._mounts import MountedMemory
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-log = logging.getLogger("s3memory")
-T = TypeVar("T")
 
-
-def _as_tool_error(call: Callable[[], T]) -> T:
-    try:
-        return call()
-    except S3MemoryError as exc:
-        raise ToolError(str(exc)) from exc
-    except Exception as exc:
-        log.exception("unexpected error in the s3memory backend")
-        raise ToolError(f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).") from exc
+def _as_tool_error(call: Callable[[], str]) -> str:
+    text, is_error = answer_for_model(call)
+    if is_error:
+        raise ToolError(text)
+    return text
 
 
 SEARCH_TOOL_NAME = "memory_search"
@@ -105,16 +98,6 @@ def async_search_tool(memory: EncryptedMemory | MountedMemory) -> BetaAsyncFunct
     )
 
 
-def _build(memory: EncryptedMemory | MountedMemory | None, options: MemoryOptions) -> EncryptedMemory | MountedMemory:
-    if memory is not None:
-        if options:
-            raise TypeError("give either memory=... or the options to build one, not both")
-        return memory
-    if "user_id" not in options:
-        raise TypeError("give user_id=... (and where to store: bucket=... or store=...), or memory=...")
-    return open_memory(**options)
-
-
 class S3MemoryTool(BetaAbstractMemoryTool):
     """Claude's memory tool over encrypted S3 objects, one isolated memory per user.
 
@@ -136,7 +119,7 @@ class S3MemoryTool(BetaAbstractMemoryTool):
         **options: Unpack[MemoryOptions],
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.memory = _build(memory, options)
+        self.memory = memory_from(memory, options)
 
     def call(self, input: object) -> str:
         return _as_tool_error(lambda: self.memory.execute(input))
@@ -182,7 +165,7 @@ class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
         **options: Unpack[MemoryOptions],
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.memory = _build(memory, options)
+        self.memory = memory_from(memory, options)
 
     async def _run(self, call: Callable[[], str]) -> str:
         from anyio.to_thread import run_sync

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from ._config import Settings
 from ._entries import MemoryVersion
-from ._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, S3MemoryError
+from ._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, answer_for_model
 from ._jsonrpc import _refusal, _too_large, _triage
 from ._jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
 from ._memory import EncryptedMemory
@@ -129,13 +129,7 @@ def _answer(
     """
     from mcp.types import CallToolResult, TextContent
 
-    try:
-        text, is_error = command(memory()), False
-    except S3MemoryError as exc:  # the contract's own strings, for the model
-        text, is_error = str(exc), True
-    except Exception as exc:  # never a traceback to the client; the log has it
-        log.exception("unexpected error in the s3memory backend")
-        text, is_error = f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).", True
+    text, is_error = answer_for_model(lambda: command(memory()))
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
 
 
