@@ -6,6 +6,7 @@ import importlib.util
 import json
 import re
 import runpy
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,8 +25,18 @@ def load(path: Path) -> ModuleType:
     return module
 
 
+# The framework an example needs, where the dev extra installs it only on Python 3.11+.
+NEEDS_PYTHON_311 = {
+    "deepagents_memory.py": "deepagents",
+    "langchain_memory.py": "langchain",
+    "pydantic_ai_memory.py": "pydantic_ai",
+}
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(EXAMPLES_DIR)))
 def test_example_imports(path: Path, aws: None) -> None:
+    if path.name in NEEDS_PYTHON_311 and sys.version_info < (3, 11):
+        pytest.importorskip(NEEDS_PYTHON_311[path.name])
     load(path)
 
 

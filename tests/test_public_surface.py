@@ -133,6 +133,20 @@ def test_importing_the_package_loads_neither_the_sdk_nor_boto3() -> None:
     assert out.strip() == "[]"
 
 
+FRAMEWORKS = ("deepagents", "langchain", "langchain_core", "langchain_anthropic", "langgraph", "pydantic_ai", "strands")
+
+
+def test_importing_the_package_loads_no_agent_framework() -> None:
+    """Each framework costs 0.3-1.6 s to import; only its own s3memory.integrations module may."""
+    code = f"import sys, s3memory; s3memory.__all__; print(sorted(m for m in {FRAMEWORKS} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    # The check can fail: an integration module does load its framework.
+    code = "import sys, s3memory.integrations.strands; print('strands' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
+
+
 # -- the exception tree ---------------------------------------------------------------------
 _TREE_LINE = re.compile(r"^\s*(?:[│ ]*[├└]── )?(?P<name>[A-Z]\w*(?:Error|Conflict))\b")
 
