@@ -42,6 +42,7 @@ from ._errors import (
     LimitExceededError,
     NotADirectoryConflict,
     PathExistsError,
+    PathNotFoundError,
     PreconditionFailedError,
     ReadOnlyMountError,
     VersionNotFoundError,
@@ -494,6 +495,43 @@ class EncryptedMemory:
         except PreconditionFailedError:
             raise PathExistsError(f"Error: File {path} already exists") from None
         return f"File created successfully at: {path}"
+
+    @_telemetry.traced("write_text", _telemetry.UPSERT, records=1)
+    def write_text(self, path: str, text: object) -> str:
+        """Create the file, or replace the whole text of the one at ``path``: the upsert of
+        frameworks whose write tool overwrites (deepagents' ``write_file``). Beyond the six
+        commands, under their rules: a create when nothing is there (2 round trips), else a
+        compare-and-swap edit (2 more), re-tried if the file appears or vanishes meanwhile.
+        A replaced file is screened as an edit is. :meth:`MemoryAdmin.write` is the
+        management API's counterpart, with preconditions.
+
+        Raises:
+            PathExistsError: a directory is at ``path``.
+            The rest as :meth:`create` and :meth:`str_replace`.
+        """
+        if not isinstance(text, str):
+            raise InvalidCommandError("Error: `text` must be a string.")
+        parsed = self._parse(path)
+        replacement = self._screen_inserted(text)
+        for _ in range(self.limits.edit_attempts):
+            try:
+                return self.create(path, text)
+            except PathExistsError:
+                pass  # a file to replace, or a directory
+            try:
+                return self._edit(
+                    path,
+                    f"Error: The path {path} does not exist",
+                    lambda _old: (replacement, None),
+                    lambda _written, _: f"The file {path} has been overwritten.",
+                )
+            except PathNotFoundError:
+                if parsed.is_root or self.files.has_objects_under(parsed):
+                    raise PathExistsError(f"Error: Cannot write {path}: it is a directory") from None
+                # The file was deleted between the two: create it again.
+        raise PreconditionFailedError(
+            f"Error: {path} is being changed by others at the same time; the write was not applied. Try again."
+        )
 
     # -- edits (compare-and-swap) ------------------------------------------------------
     def _edit(

@@ -237,6 +237,14 @@ class MountedMemory:
         memory._writable("edit", path)
         return memory.str_replace(path, old_str, new_str)
 
+    def write_text(self, path: str, text: object) -> str:
+        """As :meth:`EncryptedMemory.write_text`, in whichever store ``path`` is."""
+        mount, memory, parsed = self.route(path)
+        memory._writable("write", path)
+        if self._mount_point(mount, parsed):
+            raise PathExistsError(f"Error: Cannot write {path}: it is a directory")
+        return memory.write_text(path, text)
+
     def replace_all(self, path: str, old_str: object, new_str: object) -> int:
         """As :meth:`EncryptedMemory.replace_all`, in whichever store ``path`` is."""
         memory = self.route(path)[1]
