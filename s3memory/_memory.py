@@ -512,17 +512,21 @@ class EncryptedMemory:
         if not isinstance(text, str):
             raise InvalidCommandError("Error: `text` must be a string.")
         parsed = self._parse(path)
-        replacement = self._screen_inserted(text)
+        self._writable("write", path)
+        replacement: str | None = None  # screened once, and only if a file is to be replaced
         for _ in range(self.limits.edit_attempts):
             try:
                 return self.create(path, text)
             except PathExistsError:
                 pass  # a file to replace, or a directory
+            if replacement is None:
+                replacement = self._screen_inserted(text)
+            new_text = replacement
             try:
                 return self._edit(
                     path,
                     f"Error: The path {path} does not exist",
-                    lambda _old: (replacement, None),
+                    lambda _old: (new_text, None),  # noqa: B023 (called within this iteration)
                     lambda _written, _: f"The file {path} has been overwritten.",
                 )
             except PathNotFoundError:

@@ -191,3 +191,20 @@ def test_write_text_through_mounts() -> None:
     assert writer.read_text("/memories/style.md") == "tabs\n"
     reader = open_memory(user_id="team", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
     assert reader.read_text("/memories/plan.md") == "ship\n"
+
+
+def test_write_text_screens_a_new_file_once() -> None:
+    """(An overwrite is screened by the create that finds the file too, then as an edit.)"""
+    seen: list[str] = []
+
+    def screen(text: str) -> str:
+        seen.append(text)
+        return text
+
+    memory = open_memory(
+        user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, key_cache=KeyCache(), sensitive_data=screen
+    )
+    memory.write_text("/memories/a.md", "one")
+    assert seen == ["one"]
+    memory.write_text("/memories/a.md", "two")
+    assert seen[1:] == ["two", "two"] and memory.read_text("/memories/a.md") == "two"

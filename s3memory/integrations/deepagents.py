@@ -1,0 +1,366 @@
+"""A deep agent's ``/memories/`` in an encrypted s3memory store: a deepagents backend.
+
+:class:`S3MemoryBackend` implements deepagents' ``BackendProtocol`` over an encrypted
+:class:`~s3memory.EncryptedMemory` or a :class:`~s3memory.MountedMemory`. Route it at
+``/memories/`` with a ``CompositeBackend``, so that the agent's ``ls``, ``read_file``,
+``write_file``, ``edit_file``, ``delete``, ``grep`` and ``glob`` tools work on S3 under
+``/memories/`` and on the default backend (the graph state) everywhere else;
+:func:`deep_agent_backend` builds that composite::
+
+    from deepagents import create_deep_agent
+    from s3memory.integrations.deepagents import deep_agent_backend
+
+    backend = deep_agent_backend(bucket="my-bucket", user_id="alice", kms_key_id=KEY_ARN)
+    agent = create_deep_agent(model="anthropic:claude-sonnet-5-5", backend=backend, memory=["/memories/AGENTS.md"])
+
+``memory=[...]`` loads ``AGENTS.md`` into the system prompt through ``download_files``, so
+it too is read from the encrypted store. The composite strips the route: this backend is
+called with ``/notes.md`` for ``/memories/notes.md`` (and ``/`` for ``/memories``), works on
+``/memories/notes.md`` in the store, and answers with ``/notes.md``, which the composite
+prefixes again. So it belongs at ``/memories/`` and nowhere else.
+
+Each method is one s3memory call: ``ls`` and ``glob`` one listing; ``read`` and
+``download_files`` one GET a file; ``write`` :meth:`~s3memory.EncryptedMemory.write_text`
+(create, or replace the whole text as a compare-and-swap edit with history); ``edit``
+``str_replace`` (``old_string`` must be unique) or, with ``replace_all``,
+:meth:`~s3memory.EncryptedMemory.replace_all`; ``delete`` the file or the whole directory;
+``grep`` (a literal string, as the protocol says) the sealed search index
+(:meth:`~s3memory.EncryptedMemory.search_corpus`, one round trip when warm, never a GET per
+file), matched in this process; ``glob`` deepagents' own matcher of its glob contract
+(``compile_grep_include_glob``). Everything the model writes passes s3memory's path checks,
+secret guard, instruction screening and quotas, as through the memory tool.
+
+Errors are returned in the result's ``error``, never raised: the text is s3memory's
+(``str(S3MemoryError)``; deepagents adds its own ``"Error: "`` before those of ``ls``,
+``read_file`` and ``glob``, so s3memory's is taken off there), an unexpected failure a
+generic line (logged, never a traceback). ``download_files`` and ``upload_files`` answer the
+protocol's codes where one fits: ``file_not_found``, ``invalid_path``, ``is_directory``,
+``permission_denied`` (a store mounted read-only, access denied by S3, or a binary upload);
+other refusals (a secret, a quota) keep s3memory's text. ``ls`` of a missing directory lists
+nothing, as deepagents' ``StoreBackend`` does; ``ls`` of a file answers ``not_a_directory``,
+as its ``FilesystemBackend`` does. The ``a*`` methods are the protocol's: the sync method in
+a worker thread (``asyncio.to_thread``), the memory shared across threads as
+``AsyncS3MemoryTool`` shares it.
+
+What does not map: deepagents has no rename or move tool (files can be moved with the
+memory tool, ``s3memory.S3MemoryTool``, or the ``s3memory`` command line); entries carry no
+``modified_at`` (s3memory's listing has sizes, not times), so ``glob`` sorts by path, not by
+age; files are UTF-8 text only: a binary upload is refused, and a file whose name looks
+like an image or a PDF is still read as text; the backend runs no commands (``execute``
+stays the default backend's). deepagents 0.7 needs Python 3.11 or later.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, TypeVar
+
+from deepagents.backends import CompositeBackend, StateBackend
+from deepagents.backends.protocol import (
+    INVALID_PATH,
+    IS_DIRECTORY,
+    PERMISSION_DENIED,
+    BackendProtocol,
+    DeleteResult,
+    EditResult,
+    FileData,
+    FileDownloadResponse,
+    FileInfo,
+    FileUploadResponse,
+    GlobResult,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+from deepagents.backends.utils import (
+    InvalidGlobPatternError,
+    compile_grep_include_glob,
+    grep_matches_from_files,
+    slice_read_response,
+)
+
+from .._errors import (
+    InvalidCommandError,
+    InvalidPathError,
+    PathExistsError,
+    PathNotFoundError,
+    ReadOnlyMountError,
+    S3MemoryError,
+    StorageAccessDeniedError,
+    answer_for_model,
+)
+from .._factory import MemoryOptions, memory_from
+from .._mounts import MountedMemory
+from .._paths import ROOT
+from ._common import Memory
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["MEMORIES_ROUTE", "S3MemoryBackend", "deep_agent_backend"]
+
+#: Where :class:`S3MemoryBackend` belongs in a ``CompositeBackend``.
+MEMORIES_ROUTE = ROOT + "/"
+
+#: ``upload_files``' answer for bytes that are not UTF-8 text (memory files are text only).
+_BINARY_REFUSED = PERMISSION_DENIED
+
+T = TypeVar("T")
+
+
+class _Failure:
+    """What a memory call answered instead of a result: the text for the model, and the
+    s3memory error (``None`` for an unexpected failure, whose text is generic)."""
+
+    __slots__ = ("error", "text")
+
+    def __init__(self, text: str, error: S3MemoryError | None) -> None:
+        self.text = text
+        self.error = error
+
+    @property
+    def bare(self) -> str:
+        """The text without its leading ``"Error: "``, for the tools that add their own."""
+        return self.text.removeprefix("Error: ")
+
+
+def _attempt(call: Callable[[], T]) -> T | _Failure:
+    """``call()``, or what went wrong in the words the model is shown (``answer_for_model``:
+    s3memory's text; a generic line, logged, for anything else)."""
+    results: list[T] = []
+    errors: list[S3MemoryError] = []
+
+    def run() -> str:
+        try:
+            results.append(call())
+        except S3MemoryError as exc:
+            errors.append(exc)
+            raise
+        return ""
+
+    text, is_error = answer_for_model(run)
+    if is_error:
+        return _Failure(text, errors[0] if errors else None)
+    return results[0]
+
+
+def _text_file(text: str) -> FileData:
+    # No timestamps: s3memory keeps none that it could show (create_file_data would say "now").
+    return {"content": text, "encoding": "utf-8"}
+
+
+class S3MemoryBackend(BackendProtocol):
+    """A user's encrypted memory as a deepagents backend, to route at ``/memories/``.
+
+    Args:
+        memory: an :class:`~s3memory.EncryptedMemory` or :class:`~s3memory.MountedMemory`;
+            or leave it out and give the keyword options of :func:`s3memory.open_memory`
+            (``user_id=``, and ``bucket=`` or ``store=``, and a key).
+
+    Paths in and out are the backend's, below the route (``/notes.md``); see the module.
+    The backend does not close the memory.
+    """
+
+    def __init__(self, memory: Memory | None = None, **options: Unpack[MemoryOptions]) -> None:
+        self.memory: Memory = memory_from(memory, options)
+
+    # -- paths ---------------------------------------------------------------------------
+    @staticmethod
+    def _memory_path(path: str | None) -> str:
+        """The memory's path for a backend path: ``/`` is ``/memories``, ``/x`` ``/memories/x``.
+        Nothing is normalized here: s3memory judges the result (``..``, ``//``...)."""
+        if not path or path == "/":
+            return ROOT
+        return ROOT + (path if path.startswith("/") else "/" + path)
+
+    @staticmethod
+    def _shown(target: str) -> str:
+        """``target`` (a memory path) as s3memory shows it: NFC, no trailing slash."""
+        return unicodedata.normalize("NFC", target.rstrip("/"))
+
+    @staticmethod
+    def _backend_path(shown: str) -> str:
+        """A path the memory shows (``/memories/x``) as the backend's (``/x``)."""
+        return shown[len(ROOT) :] or "/"
+
+    # -- listing -------------------------------------------------------------------------
+    def ls(self, path: str) -> LsResult:
+        """The files and directories (``/dir/``, ``is_dir``) directly in ``path``, with sizes."""
+        target = self._memory_path(path)
+        files = _attempt(lambda: self.memory.list_files(target))
+        if isinstance(files, _Failure):
+            if isinstance(files.error, PathNotFoundError):
+                return LsResult(entries=[])  # as StoreBackend: a missing directory is empty
+            return LsResult(error=files.bare)
+        base = self._shown(target) + "/"
+        entries: list[FileInfo] = []
+        directories: set[str] = set()
+        for file in files:
+            if not file.path.startswith(base):  # ``path`` names this file
+                return LsResult(error=f"Path '{file.path}': not_a_directory")
+            rest = file.path[len(base) :]
+            if "/" in rest:
+                directories.add(self._backend_path(base + rest.split("/", 1)[0]) + "/")
+            else:
+                entries.append({"path": self._backend_path(file.path), "is_dir": False, "size": file.size})
+        if base == ROOT + "/" and isinstance(self.memory, MountedMemory):
+            directories.update(f"/{mount.name}/" for mount in self.memory.mounts)  # shown also when empty
+        entries.extend({"path": directory, "is_dir": True} for directory in directories)
+        return LsResult(entries=sorted(entries, key=lambda entry: entry["path"]))
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """The files under ``path`` matching ``pattern``, by deepagents' glob contract (see
+        ``BackendProtocol.glob``), sorted by path."""
+        try:
+            matches = compile_grep_include_glob(pattern)
+        except InvalidGlobPatternError as exc:
+            return GlobResult(error=str(exc))
+        files = _attempt(lambda: self.memory.list_files(self._memory_path(path)))
+        if isinstance(files, _Failure):
+            if isinstance(files.error, PathNotFoundError):
+                return GlobResult(matches=[])
+            return GlobResult(error=files.bare)
+        root = self._backend_path(self._shown(self._memory_path(path)))
+        found: list[FileInfo] = []
+        for file in files:
+            shown = self._backend_path(file.path)
+            # Relative to the search root, as deepagents' matcher expects (a file searched
+            # for by its own path: its name).
+            if shown == root:
+                relative = PurePosixPath(shown).name
+            else:
+                relative = shown[len(root) :].lstrip("/")
+            if matches(relative):
+                found.append({"path": shown, "is_dir": False, "size": file.size})
+        return GlobResult(matches=found)
+
+    # -- reading -------------------------------------------------------------------------
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        """Lines ``offset`` (0-based) to ``offset + limit`` of the file, raw (the middleware
+        numbers them); one GET."""
+        target = self._memory_path(file_path)
+        text = _attempt(lambda: self.memory.read_text(target))
+        if isinstance(text, _Failure):
+            return ReadResult(error=text.bare)
+        return slice_read_response(_text_file(text), offset, limit)
+
+    def grep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        """Every line holding the literal ``pattern`` in the files under ``path`` (those
+        matching ``glob``), from the sealed search index: one round trip when warm."""
+        corpus = _attempt(lambda: self.memory.search_corpus(self._memory_path(path)))
+        if isinstance(corpus, _Failure):
+            return GrepResult(error=corpus.text)
+        files = {self._backend_path(shown): _text_file(text) for shown, text in sorted(corpus)}
+        root = self._backend_path(self._shown(self._memory_path(path)))  # the files' form of ``path``
+        return grep_matches_from_files(files, pattern, root, glob, max_count=max_count)
+
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        """Each file's bytes (UTF-8), or the protocol's code for what went wrong."""
+        responses: list[FileDownloadResponse] = []
+        for path in paths:
+            target = self._memory_path(path)
+            text = _attempt(lambda: self.memory.read_text(target))  # noqa: B023 (called at once)
+            if isinstance(text, _Failure):
+                responses.append(FileDownloadResponse(path=path, error=self._code(text, target)))
+            else:
+                responses.append(FileDownloadResponse(path=path, content=text.encode("utf-8")))
+        return responses
+
+    # -- writing -------------------------------------------------------------------------
+    def write(self, file_path: str, content: str) -> WriteResult:
+        """Create the file, or replace its whole text (an edit, with history)."""
+        written = _attempt(lambda: self.memory.write_text(self._memory_path(file_path), content))
+        if isinstance(written, _Failure):
+            return WriteResult(error=written.text)
+        return WriteResult(path=file_path)
+
+    def edit(
+        self,
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> EditResult:
+        """Replace ``old_string``, which must occur once; or, with ``replace_all``, every
+        occurrence. One compare-and-swap edit either way."""
+        target = self._memory_path(file_path)
+
+        def replace() -> int:
+            if replace_all:
+                return self.memory.replace_all(target, old_string, new_string)
+            self.memory.str_replace(target, old_string, new_string)  # its answer is a snippet: unused
+            return 1
+
+        count = _attempt(replace)
+        if isinstance(count, _Failure):
+            return EditResult(error=count.text)
+        return EditResult(path=file_path, occurrences=count)
+
+    def delete(self, file_path: str) -> DeleteResult:
+        """Delete the file, or the directory with everything under it."""
+        deleted = _attempt(lambda: self.memory.delete(self._memory_path(file_path)))
+        if isinstance(deleted, _Failure):
+            return DeleteResult(error=deleted.text)
+        return DeleteResult(path=file_path)
+
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        """Write each file (as :meth:`write`): UTF-8 text only; bytes that are not are
+        refused with ``permission_denied`` and nothing is written."""
+        responses: list[FileUploadResponse] = []
+        for path, data in files:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                responses.append(FileUploadResponse(path=path, error=_BINARY_REFUSED))
+                continue
+            target = self._memory_path(path)
+            written = _attempt(lambda: self.memory.write_text(target, text))  # noqa: B023 (called at once)
+            error = self._code(written, target) if isinstance(written, _Failure) else None
+            responses.append(FileUploadResponse(path=path, error=error))
+        return responses
+
+    # -- the protocol's error codes ------------------------------------------------------------
+    def _code(self, failure: _Failure, target: str) -> str:
+        """The protocol's code for ``failure`` where one fits, else the text."""
+        error = failure.error
+        if isinstance(error, PathNotFoundError):
+            return "file_not_found"
+        if isinstance(error, InvalidPathError):
+            return INVALID_PATH
+        if isinstance(error, (ReadOnlyMountError, StorageAccessDeniedError)):
+            return PERMISSION_DENIED
+        if isinstance(error, PathExistsError):  # a write where a directory is
+            return IS_DIRECTORY
+        if type(error) is InvalidCommandError and self._is_directory(target):  # a read of a directory
+            return IS_DIRECTORY
+        return failure.text
+
+    def _is_directory(self, target: str) -> bool:
+        files = _attempt(lambda: self.memory.list_files(target))
+        return not isinstance(files, _Failure) and any(file.path != target for file in files)
+
+
+def deep_agent_backend(
+    memory: Memory | None = None,
+    *,
+    default: BackendProtocol | None = None,
+    **options: Unpack[MemoryOptions],
+) -> CompositeBackend:
+    """A ``CompositeBackend`` for ``create_deep_agent(backend=...)``: ``/memories/`` in the
+    encrypted memory (an :class:`S3MemoryBackend` on ``memory``, or one opened from the
+    options of :func:`s3memory.open_memory`), every other path in ``default`` (deepagents'
+    ``StateBackend()``, the conversation's state, if none is given)."""
+    return CompositeBackend(
+        default=default if default is not None else StateBackend(),
+        routes={MEMORIES_ROUTE: S3MemoryBackend(memory, **options)},
+    )
