@@ -2,8 +2,8 @@
 
 ``S3MemoryStore`` is a Strands memory store over an encrypted s3memory memory. Strands'
 ``MemoryManager`` gives the agent its ``search_memory`` and ``add_memory`` tools, the store adds
-the ``memory`` tool (Claude's six memory commands), and before each model call the manager
-injects what the memory holds about the user's message. Two conversations with the same
+the ``memory`` tool (Claude's six memory commands), and at each user turn the manager
+injects into the model's input what the memory holds about the user's message. Two conversations with the same
 user: in the first the user says how they take their tea and the agent saves it; the second
 starts with no history at all, and the answer comes from the memory.
 

@@ -296,6 +296,9 @@ def memory_from(
 ) -> EncryptedMemory | MountedMemory:
     """What a tool adapter runs on: ``memory=`` as given, or one opened from the options of
     :func:`open_memory` (never both)."""
+    unknown = sorted(set(options) - set(MemoryOptions.__annotations__) - {"mounts"})
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
     if memory is not None:
         if options:
             raise TypeError("give either memory=... or the options to build one, not both")

@@ -16,7 +16,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from s3memory import (
     Mount,
     MountedMemory,
     PathExistsError,
+    PreconditionFailedError,
     memory_stores_prompt,
     open_memory,
 )
@@ -191,9 +192,37 @@ def test_the_function_tool_alone_answers_a_tool_call(memory: EncryptedMemory) ->
     assert viewed.content == memory.view("/memories/a.md")
 
 
-def test_one_turns_edits_of_one_file_all_land(memory: EncryptedMemory) -> None:
+class RacingEdits(DelegatingStore):
+    """The first three conditional writes wait until all three are ready, so that the three
+    edits have read the same version: two lose the compare-and-swap and must re-try."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.ready = threading.Barrier(3, timeout=10)
+        self.waiting = 0
+        self.lost = 0
+        self.lock = threading.Lock()
+
+    def put(self, key: str, body: bytes, metadata: Mapping[str, str], **conditions: Any) -> str:
+        if conditions.get("if_match") is not None:
+            with self.lock:
+                self.waiting += 1
+                wait = self.waiting <= 3
+            if wait:
+                self.ready.wait()
+        try:
+            return super().put(key, body, metadata, **conditions)
+        except PreconditionFailedError:
+            with self.lock:
+                self.lost += 1
+            raise
+
+
+def test_one_turns_edits_of_one_file_all_land() -> None:
     """LangGraph runs a turn's tool calls concurrently; each edit is a compare-and-swap, so
     edits of the same file made in one turn are all applied."""
+    store = RacingEdits(InMemoryStore())
+    memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
     memory.create("/memories/a.md", "one\ntwo\nthree\n")
     edits = [
         {"command": "str_replace", "path": "/memories/a.md", "old_str": "one", "new_str": "ONE"},
@@ -208,6 +237,7 @@ def test_one_turns_edits_of_one_file_all_land(memory: EncryptedMemory) -> None:
     results = run(S3ClaudeMemoryMiddleware(memory), scripted(turn))
     assert [m.status for m in results] == ["success"] * 4
     assert memory.read_text("/memories/a.md") == "ONE\nTWO\nthree\nfour\n"
+    assert store.lost == 2  # the race happened, and the re-tries made up for it
 
 
 class SlowWrites(DelegatingStore):
@@ -538,6 +568,11 @@ def test_memory_or_options_not_both_nor_neither(memory: EncryptedMemory) -> None
         S3ClaudeMemoryMiddleware(memory, user_id="bob")
     with pytest.raises(TypeError, match="user_id"):
         S3ClaudeMemoryMiddleware()
+    # A misspelt option is named, not taken for an option of open_memory.
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sytem_prompt'"):
+        S3ClaudeMemoryMiddleware(memory, sytem_prompt="x")  # type: ignore[call-arg]
+    tool = memory_tool(store=InMemoryStore(), user_id="bob", master_key=MASTER_KEY, key_cache=KeyCache())
+    assert "File created" in tool.invoke({"command": "create", "path": "/memories/a.md", "file_text": "x"})
 
 
 # -- why not the stock middleware --------------------------------------------------------------

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from conftest import BUCKET, MASTER_KEY
@@ -240,6 +241,29 @@ def test_refusals_reach_the_model_as_failed_results_and_write_nothing(
     assert not [verb for verb in store.requests if verb in WRITES]
     assert memory.read_text("/memories/a.md") == "one\n"
     assert [entry.path for entry in memory.list_files()] == ["/memories/a.md"]
+
+
+@pytest.mark.parametrize("arguments", ["[1, 2]", '"view"', "null"])
+def test_arguments_that_are_not_an_object_get_a_retry_prompt_not_a_crash(
+    memory: EncryptedMemory, arguments: str
+) -> None:
+    """A model other than Claude may send any JSON; pydantic-ai asks it again, as for a typed tool."""
+    turns: list[ModelMessage] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turns.append(messages[-1])
+        if len(turns) == 1:
+            return ModelResponse(parts=[ToolCallPart("memory", arguments, tool_call_id="c0")])
+        if len(turns) == 2:
+            call = {"command": "create", "path": "/memories/a.md", "file_text": "x"}
+            return ModelResponse(parts=[ToolCallPart("memory", call, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    Agent(FunctionModel(model), capabilities=[S3Memory(memory)], retries=1).run_sync("remember")
+    (retry,) = turns[1].parts
+    assert isinstance(retry, ToolReturnPart) and retry.outcome == "retried"
+    assert retry.content == [{"type": "dict_type", "loc": [], "msg": "Input should be an object", "input": ANY}]
+    assert memory.read_text("/memories/a.md") == "x"
 
 
 class Failing(DelegatingStore):

@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from s3memory import (
 )
 from s3memory.integrations._common import MEMORY_TOOL_DESCRIPTION
 from s3memory.integrations.strands import MEMORY_INPUT_SCHEMA, S3MemoryStore, memory_tool
+from s3memory.stores import DelegatingStore
 
 Turn = list[dict[str, Any]]
 NOTE_PATH = re.compile(r"^/memories/notes/\d{8}T\d{6}Z-[0-9a-f]{8}\.md$")
@@ -646,3 +648,88 @@ def test_the_example_runs_offline() -> None:
     assert "assistant: Ordered. From my memory: The user drinks oolong tea, no milk." in text
     assert re.search(r"^/memories/notes/\S+\.md: The user drinks oolong tea, no milk\.$", text, re.M)
     assert text.rstrip().endswith("those holding the plaintext: none")
+
+
+# -- what the review found ---------------------------------------------------------------------
+
+
+def test_search_ranks_off_the_event_loop_and_tokenizes_only_what_changed(
+    memory: EncryptedMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from s3memory.integrations import strands as adapter
+
+    for i in range(3):
+        memory.create(f"/memories/f{i}.md", f"tea number {i}\n")
+    tokenized: list[tuple[str, bool]] = []
+    real_tokenize = adapter.tokenize
+
+    def spy(text: str) -> set[str]:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        tokenized.append((text, on_loop))
+        return real_tokenize(text)
+
+    monkeypatch.setattr(adapter, "tokenize", spy)
+    store = S3MemoryStore(memory)
+    assert len(asyncio.run(store.search("tea"))) == 3
+    file_texts = [(text, on_loop) for text, on_loop in tokenized if text != "tea"]
+    assert len(file_texts) == 6 and not any(on_loop for _, on_loop in file_texts)  # text and name of each
+    tokenized.clear()
+    memory.str_replace("/memories/f1.md", "number 1", "number one")
+    assert len(asyncio.run(store.search("tea"))) == 3
+    assert [text for text, _ in tokenized] == ["tea", "/f1", "tea number one\n"]  # the query, the changed file
+
+
+def test_search_caps_the_number_of_results(memory: EncryptedMemory) -> None:
+    for i in range(105):
+        memory.create(f"/memories/f{i:03}.md", "tea\n")
+    assert len(asyncio.run(S3MemoryStore(memory).search("tea", {"max_search_results": 10**6}))) == 100
+
+
+@pytest.mark.parametrize("setting", ["max_search_results", "max_entry_chars"])
+@pytest.mark.parametrize("value", [0, -1, True, 2.5])
+def test_bad_limits_are_refused_at_construction(memory: EncryptedMemory, setting: str, value: object) -> None:
+    with pytest.raises(ConfigurationError, match=f"{setting} must be a whole number of at least 1"):
+        S3MemoryStore(memory, **{setting: value})  # type: ignore[arg-type]
+
+
+def test_the_default_directory_is_never_a_shared_mount() -> None:
+    store, cache = InMemoryStore(), KeyCache()
+    tree = open_memory(
+        user_id="alice",
+        store=store,
+        master_key=MASTER_KEY,
+        key_cache=cache,
+        mounts=[Mount(name="notes", user_id="team-notes", access="read_write")],
+    )
+    with pytest.raises(ConfigurationError, match=r"/memories/notes is a mounted store.*pass directory="):
+        S3MemoryStore(tree)
+    chosen = S3MemoryStore(tree, directory="/memories/mine")  # the user's own choice
+    path = asyncio.run(chosen.add("Alice's appointment is on Tuesday."))
+    assert path.startswith("/memories/mine/") and tree.own.read_text(path).startswith("Alice's")
+    team = open_memory(user_id="team-notes", store=store, master_key=MASTER_KEY, key_cache=cache)
+    assert team.list_files() == []  # nothing of Alice's in the shared store
+
+
+class SlowPuts(DelegatingStore):
+    """Each write takes a while, so that adds running at once overlap."""
+
+    def _call(self, verb: str, perform: Callable[[], Any]) -> Any:
+        if verb == "put":
+            time.sleep(0.05)
+        return perform()
+
+
+def test_adds_of_one_text_at_once_write_one_file() -> None:
+    memory = open_memory(user_id="alice", store=SlowPuts(InMemoryStore()), master_key=MASTER_KEY, key_cache=KeyCache())
+    store = S3MemoryStore(memory)
+
+    async def add_four() -> list[str]:
+        return await asyncio.gather(*(store.add("The user drinks oolong.") for _ in range(4)))
+
+    paths = asyncio.run(add_four())
+    assert len(set(paths)) == 1
+    assert [entry.path for entry in memory.list_files()] == paths[:1]

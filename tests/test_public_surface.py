@@ -137,7 +137,7 @@ FRAMEWORKS = ("deepagents", "langchain", "langchain_core", "langchain_anthropic"
 
 
 def test_importing_the_package_loads_no_agent_framework() -> None:
-    """Each framework costs 0.3-1.6 s to import; only its own s3memory.integrations module may."""
+    """Each framework costs 0.3-0.7 s to import; only its own s3memory.integrations module may."""
     code = f"import sys, s3memory; s3memory.__all__; print(sorted(m for m in {FRAMEWORKS} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -61,15 +61,18 @@ __all__ = ["MEMORY_INPUT_SCHEMA", "NATIVE_MEMORY_TOOL", "S3ClaudeMemoryMiddlewar
 NATIVE_MEMORY_TOOL: dict[str, Any] = {"type": "memory_20250818", "name": MEMORY_TOOL_NAME}
 
 
-def memory_tool(memory: Memory) -> BaseTool:
-    """The ``memory`` function tool over ``memory``, for any LangChain tool-calling agent.
+def memory_tool(memory: Memory | None = None, **options: Unpack[MemoryOptions]) -> BaseTool:
+    """The ``memory`` function tool over ``memory`` (or one opened from the keyword options of
+    :func:`s3memory.open_memory`), for any LangChain tool-calling agent.
 
     It answers a command's text, or raises ``ToolException`` with s3memory's error text,
     which LangChain turns into ``ToolMessage(status="error")`` (``handle_tool_error``).
     """
 
+    target = memory_from(memory, options)
+
     def run(**fields: Any) -> str:
-        text, is_error = run_memory_command(memory, fields)
+        text, is_error = run_memory_command(target, fields)
         if is_error:
             raise ToolException(text)
         return text

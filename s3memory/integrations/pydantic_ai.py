@@ -4,7 +4,8 @@
 commands (view, create, str_replace, insert, delete, rename) on an encrypted
 :class:`~s3memory.EncryptedMemory` or a :class:`~s3memory.MountedMemory`::
 
-    from pydantic_ai import Agent
+    from pydantic_core import SchemaValidator, core_schema
+from pydantic_ai import Agent
     from s3memory.integrations.pydantic_ai import S3Memory
 
     memory = S3Memory(bucket="my-bucket", user_id="alice", kms_key_id=KEY_ARN)
@@ -47,6 +48,7 @@ from pydantic_ai import FunctionToolset, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.native_tools import MemoryTool
+from pydantic_core import SchemaValidator, core_schema
 
 from .._factory import MemoryOptions, memory_from
 from ._common import MEMORY_INPUT_SCHEMA, MEMORY_TOOL_DESCRIPTION, MEMORY_TOOL_NAME, Memory, run_memory_command
@@ -58,12 +60,14 @@ if TYPE_CHECKING:
 __all__ = ["MEMORY_INPUT_SCHEMA", "S3Memory", "memory_tool", "memory_toolset"]
 
 
-def memory_tool(memory: Memory) -> Tool[Any]:
-    """The ``memory`` function tool over ``memory``: it answers a command's text, or raises
-    ``ToolFailed`` with s3memory's error text (a failed tool result, no retry spent)."""
+def memory_tool(memory: Memory | None = None, **options: Unpack[MemoryOptions]) -> Tool[Any]:
+    """The ``memory`` function tool over ``memory`` (or one opened from the keyword options of
+    :func:`s3memory.open_memory`): it answers a command's text, or raises ``ToolFailed`` with
+    s3memory's error text (a failed tool result, no retry spent)."""
+    target = memory_from(memory, options)
 
     def run(**fields: Any) -> str:
-        text, is_error = run_memory_command(memory, fields)
+        text, is_error = run_memory_command(target, fields)
         if is_error:
             raise ToolFailed(text)
         return text
@@ -71,6 +75,11 @@ def memory_tool(memory: Memory) -> Tool[Any]:
     tool: Tool[Any] = Tool.from_schema(
         run, name=MEMORY_TOOL_NAME, description=MEMORY_TOOL_DESCRIPTION, json_schema=MEMORY_INPUT_SCHEMA
     )
+    # from_schema accepts any JSON, and arguments that are not an object (a model other than
+    # Claude may send ``[1, 2]`` or ``null``) would end the run with a TypeError at ``run(**args)``.
+    # Objects only: anything else gets pydantic-ai's usual retry prompt, as a typed tool's would;
+    # the fields themselves are still left to s3memory, which answers in the contract's words.
+    tool.function_schema.validator = SchemaValidator(core_schema.dict_schema(keys_schema=core_schema.str_schema()))
     return tool
 
 
@@ -82,7 +91,7 @@ def memory_toolset(memory: Memory | None = None, **options: Unpack[MemoryOptions
     On its own it is a plain function tool on every model; for Claude's native one add
     ``capabilities=[NativeTool(MemoryTool(optional=True))]``, or use :class:`S3Memory`.
     """
-    return FunctionToolset([memory_tool(memory_from(memory, options))], id="s3memory")
+    return FunctionToolset([memory_tool(memory, **options)], id="s3memory")
 
 
 @dataclass(init=False)

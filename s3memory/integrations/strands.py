@@ -5,7 +5,7 @@ commands (view, create, str_replace, insert, delete, rename) on an encrypted
 :class:`~s3memory.EncryptedMemory` or a :class:`~s3memory.MountedMemory`.
 :class:`S3MemoryStore` is a ``strands.memory.MemoryStore`` over the same memory, for Strands'
 ``MemoryManager``: its ``search_memory`` and ``add_memory`` tools, its injection of what is
-remembered into each model call, and the ``memory`` tool beside them::
+remembered into the model's input at each user turn, and the ``memory`` tool beside them::
 
     from strands import Agent
     from strands.memory import MemoryManager
@@ -33,7 +33,13 @@ The store:
   warm); the ranking runs in this process, so the store never sees the query.
 - ``add`` writes each entry as a new file, ``/memories/notes/<UTC time>-<random>.md`` by
   default, never overwriting one; an entry whose text a file there already holds is not
-  written again. The text passes through the memory's screening like anything the model
+  written again (the check and the write are one step for the adds of this store object;
+  two processes adding the same text at the same moment may both write it). Names are
+  random rather than a hash of the text: an object key is visible to whoever can list the
+  bucket, and a hash there would confirm a guessed content. On a
+  :class:`~s3memory.MountedMemory` the default directory must be in the user's own store
+  (a mount named ``notes`` would share every entry with its other users: pass ``directory=``).
+  The text passes through the memory's screening like anything the model
   writes: with the default ``sensitive_data="refuse"`` an entry holding a secret is refused,
   nothing is written, and ``add_memory`` answers the model with an error naming the kind of
   secret.
@@ -61,6 +67,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+import threading
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +126,7 @@ class _MemoryTool(PythonAgentTool):
 
 _DEFAULT_DESCRIPTION = "The user's long-term memory: encrypted text files under /memories."
 _DEFAULT_MAX_SEARCH_RESULTS = 5
+_MAX_SEARCH_RESULTS = 100  # as s3memory's own search: the model may ask for any number
 _EXTENSION = re.compile(r"\.[^./]*$")
 
 
@@ -141,12 +149,14 @@ class S3MemoryStore(MemoryStore):
         name: the store's name in the manager's tools (``stores=[...]``).
         description: shown to the model in the ``search_memory`` and ``add_memory`` tools.
         directory: where ``add`` writes, a directory under ``/memories``; by default
-            ``notes`` under the memory's root (``/memories/notes``).
+            ``notes`` under the memory's root (``/memories/notes``), which on a
+            ``MountedMemory`` must not be a mount.
         max_search_results: at most this many entries per search when the caller gives no
-            number (``MemoryManager`` gives its own for injection).
+            number (``MemoryManager`` gives its own for injection); any number is capped at
+            100, as s3memory's own search is.
         max_entry_chars: an entry longer than this is cut, with a line telling the model
-            which file to ``view`` for the rest: injection puts every hit into each model
-            call, and a memory file may hold 100 KB.
+            which file to ``view`` for the rest: injection puts every hit into the model's
+            input, and a memory file may hold 100 KB.
         writable: whether ``add`` may write; by default, whether ``directory`` is writable
             (``False`` in a store mounted read-only). ``True`` for a read-only directory
             raises ``ConfigurationError``.
@@ -158,8 +168,9 @@ class S3MemoryStore(MemoryStore):
             give one store a :class:`~s3memory.MountedMemory`: one tree, one tool).
 
     Raises:
-        ConfigurationError: ``directory`` is not a valid directory of the memory, or
-            ``writable=True`` where the memory is read-only.
+        ConfigurationError: ``directory`` is not a valid directory of the memory (or,
+            left to its default, is a mount), ``writable=True`` where the memory is
+            read-only, or a limit is below 1.
     """
 
     def __init__(
@@ -177,6 +188,9 @@ class S3MemoryStore(MemoryStore):
         **options: Unpack[MemoryOptions],
     ) -> None:
         self.memory: Memory = memory_from(memory, options)
+        for setting, value in (("max_search_results", max_search_results), ("max_entry_chars", max_entry_chars)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigurationError(f"S3MemoryStore: {setting} must be a whole number of at least 1")
         self.name = name
         self.description = description
         self.max_search_results = max_search_results
@@ -188,8 +202,13 @@ class S3MemoryStore(MemoryStore):
         self.writable: bool = allowed if writable is None else writable
         self.extraction = extraction
         self.tool = tool
+        # Each file's words, kept while its text is unchanged: a warm search tokenizes only
+        # what changed (the corpus itself comes from the sealed index, one round trip).
+        self._words: dict[str, tuple[str, frozenset[str]]] = {}
+        self._adding = threading.Lock()
 
     def _directory(self, directory: str | None) -> str:
+        defaulted = directory is None
         if directory is None:
             # A mounted store opened on its own (a MountedMemory's own store is at /memories).
             root = self.memory.files.shown_root if isinstance(self.memory, EncryptedMemory) else ROOT
@@ -200,6 +219,12 @@ class S3MemoryStore(MemoryStore):
             raise ConfigurationError(f"S3MemoryStore: directory: {error}") from None
         if parsed.is_root:
             raise ConfigurationError("S3MemoryStore: directory must be below /memories, not /memories itself")
+        if defaulted and not isinstance(self.memory, EncryptedMemory) and self.memory.route(directory)[0] is not None:
+            # The user's personal facts would go to a store others mount: only if asked for.
+            raise ConfigurationError(
+                f"S3MemoryStore: {parsed.display} is a mounted store, shared with its other users; "
+                "pass directory=... for where added entries go"
+            )
         return parsed.display
 
     def _writable_at(self, directory: str) -> bool:
@@ -223,14 +248,24 @@ class S3MemoryStore(MemoryStore):
         words = tokenize(query) - STOP_WORDS
         if not words:
             return []
-        corpus = await asyncio.to_thread(self.memory.search_corpus)
+        # Fetching and ranking in a worker thread: tokenizing a large memory takes long
+        # enough to stall every other task on the agent's event loop.
+        return await asyncio.to_thread(self._ranked, frozenset(words), min(limit, _MAX_SEARCH_RESULTS))
+
+    def _ranked(self, words: frozenset[str], limit: int) -> list[MemoryEntry]:
+        known, current = self._words, {}
         scored = []
-        for path, text in corpus:
-            # The path counts without its extension and the /memories everyone shares.
-            named = _EXTENSION.sub("", path.removeprefix(ROOT))
-            score = len(words & (tokenize(named) | tokenize(text)))
+        for path, text in self.memory.search_corpus():
+            cached = known.get(path)
+            if cached is None or cached[0] != text:
+                # The path counts without its extension and the /memories everyone shares.
+                named = _EXTENSION.sub("", path.removeprefix(ROOT))
+                cached = (text, frozenset(tokenize(named) | tokenize(text)))
+            current[path] = cached
+            score = len(words & cached[1])
             if score:
                 scored.append((score, path, text))
+        self._words = current  # only files that still exist (one assignment: safe across threads)
         scored.sort(key=lambda hit: (-hit[0], hit[1]))
         return [
             MemoryEntry(content=self._entry(path, text), metadata={"path": path, "score": score})
@@ -246,8 +281,9 @@ class S3MemoryStore(MemoryStore):
     async def add(self, content: str, metadata: dict[str, Any] | None = None) -> str:
         """Write ``content`` as a new file in ``directory``; answers its path. Text that a
         file in ``directory`` already holds is not written again (that file's path is the
-        answer): Strands retries a failed extraction batch whole, its stored facts included.
-        ``metadata`` is not stored (a memory file is the text the model reads).
+        answer): Strands retries a failed extraction batch whole, its stored facts included,
+        and runs one ``add_memory`` call's entries at once. ``metadata`` is not stored (a
+        memory file is the text the model reads).
 
         Raises:
             ValueError: the store is not writable.
@@ -261,26 +297,27 @@ class S3MemoryStore(MemoryStore):
         return await asyncio.to_thread(self._create, text)
 
     def _create(self, text: str) -> str:
-        try:
-            for path, existing in self.memory.search_corpus(self.directory):
-                if existing == text:
-                    return path  # a repeat (Strands retries a failed extraction batch whole)
-        except S3MemoryError:
-            raise
-        except Exception as error:
-            raise _unexpected(error) from error
-        for _ in range(3):
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            path = f"{self.directory}/{stamp}-{secrets.token_hex(4)}.md"
+        with self._adding:  # the check for a repeat and the write, one add at a time
             try:
-                self.memory.create(path, text)
-            except PathExistsError:
-                continue  # the same second and the same 32 random bits: draw again
+                for path, existing in self.memory.search_corpus(self.directory):
+                    if existing == text:
+                        return path
             except S3MemoryError:
                 raise
             except Exception as error:
                 raise _unexpected(error) from error
-            return path
+            for _ in range(3):
+                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+                path = f"{self.directory}/{stamp}-{secrets.token_hex(4)}.md"
+                try:
+                    self.memory.create(path, text)
+                except PathExistsError:
+                    continue  # the same second and the same 32 random bits: draw again
+                except S3MemoryError:
+                    raise
+                except Exception as error:
+                    raise _unexpected(error) from error
+                return path
         raise PathExistsError(f"Error: could not find a free file name in {self.directory}")
 
     def get_tools(self) -> list[AgentTool]:
