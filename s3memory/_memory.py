@@ -45,6 +45,7 @@ from ._errors import (
     PathNotFoundError,
     PreconditionFailedError,
     ReadOnlyMountError,
+    S3MemoryError,
     VersionNotFoundError,
 )
 from ._files import SealedFiles, plaintext_size
@@ -493,8 +494,20 @@ class EncryptedMemory:
         try:
             rt.wait()
         except PreconditionFailedError:
-            raise PathExistsError(f"Error: File {path} already exists") from None
+            if not self._landed(parsed, path, data_key):
+                raise PathExistsError(f"Error: File {path} already exists") from None
         return f"File created successfully at: {path}"
+
+    def _landed(self, parsed: MemoryPath, path: str, data_key: bytes) -> bool:
+        """After a 412: whether the file at ``path`` is the version this call just wrote. A
+        client that re-sends a conditional PUT whose answer was lost (a connection reset
+        after S3 applied it) gets 412 for its own write, which must not count as a lost
+        race. Each version has a fresh data key, so the key tells whose version it is."""
+        try:
+            current = self.files.read(parsed, path)
+        except S3MemoryError:
+            return False
+        return current is not None and current.data_key == data_key
 
     @_telemetry.traced("write_text", _telemetry.UPSERT, records=1)
     def write_text(self, path: str, text: object) -> str:
@@ -555,6 +568,7 @@ class EncryptedMemory:
         if parsed.is_root or not self.files.names_ready():
             raise self.files.not_found(missing_message)
         binding = self.files.binding(parsed)
+        written: tuple[bytes, R] | None = None  # the last attempt's data key and answer
         for attempt in range(self.limits.edit_attempts):
             # In the read's round trip: the quota's listing (edits add no file, so only a
             # byte quota needs it), and a KMS data key (a request).
@@ -565,6 +579,8 @@ class EncryptedMemory:
             records = rt.submit(_records.sealer, self.files, [parsed])
             rt.wait()
             file = self.files.opened(parsed, path, stored.result())
+            if written is not None and file is not None and file.data_key == written[0]:
+                return written[1]  # the "lost" race was our own write, re-sent (see _landed)
             if file is None:
                 raise self.files.not_found(missing_message)
             new_text, detail = apply(file.text)
@@ -590,7 +606,10 @@ class EncryptedMemory:
                 rt.wait()
                 return answer(new_text, detail)
             except PreconditionFailedError:
+                written = (data_key, answer(new_text, detail))
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
+        if written is not None and self._landed(parsed, path, written[0]):
+            return written[1]
         # Contention, not unavailability: the store answered every request.
         raise PreconditionFailedError(
             f"Error: {path} is being changed by others at the same time; the edit was not applied. Try again."

@@ -15,7 +15,7 @@ import itertools
 import logging
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from pydantic import Field
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, Mount, MountedMemory, open_memory
 from s3memory.integrations.deepagents import MEMORIES_ROUTE, S3MemoryBackend, deep_agent_backend
+from s3memory.stores import DelegatingStore
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "deepagents_memory.py"
 # What the guard refuses (s3memory._detectors: 40 base64 characters after "aws_secret_access_key").
@@ -272,6 +273,9 @@ def test_decomposed_unicode_paths(mem: EncryptedMemory) -> None:
 
 def test_construction(mem: EncryptedMemory) -> None:
     assert S3MemoryBackend(mem).memory is mem
+    from deepagents.backends.protocol import SandboxBackendProtocol
+
+    assert not isinstance(S3MemoryBackend(mem), SandboxBackendProtocol)  # runs no commands
     with pytest.raises(TypeError, match="not both"):
         S3MemoryBackend(mem, user_id="alice")
     with pytest.raises(TypeError, match="user_id"):
@@ -464,6 +468,29 @@ def test_deep_agent_sees_errors_as_error_results(mem: EncryptedMemory) -> None:
     assert mem.read_text("/memories/a.md") == "one\none\n"
 
 
+def test_names_deepagents_reads_as_binary_are_refused(mem: EncryptedMemory) -> None:
+    """deepagents' read_file sends an image, PDF, audio or video name as base64 data: a memory
+    file's text there would be invalid data in the conversation."""
+    mem.create("/memories/scan.pdf", "made by the memory tool\n")
+    results = run(
+        deep_agent_backend(mem),
+        call("write_file", file_path="/memories/photo.png", content="not an image"),
+        call("read_file", file_path="/memories/scan.pdf"),
+        call("write_file", file_path="/memories/notes.md", content="fine"),
+    )
+    refusal = "/memories/{0}: memory files are text, and a file named *{1} would be read as binary; " + (
+        "name it .md or .txt (the memory tool can rename it)"
+    )
+    assert results == [
+        ("write_file", "error", "Error: " + refusal.format("photo.png", ".png")),
+        ("read_file", "error", "Error: " + refusal.format("scan.pdf", ".pdf")),
+        ("write_file", "success", "Updated file /memories/notes.md"),
+    ]
+    (upload,) = deep_agent_backend(mem).upload_files([("/memories/clip.mp3", b"text")])
+    assert upload.error == "permission_denied"
+    assert [f.path for f in mem.list_files()] == ["/memories/notes.md", "/memories/scan.pdf"]
+
+
 def test_escaping_paths_are_refused_by_s3memory(mem: EncryptedMemory) -> None:
     """A path that leaves /memories, handed to the backend past deepagents' own check."""
     backend = deep_agent_backend(mem)
@@ -561,3 +588,25 @@ def test_example_runs_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "those holding the plaintext: none" in text
     assert "AGENTS.md" in text.split("The memory, decrypted:")[1]
     assert "order.md" not in text.split("The memory, decrypted:")[1]
+
+
+class CountingGets(DelegatingStore):
+    gets = 0
+
+    def _call(self, verb: str, perform: Callable[[], Any]) -> Any:
+        if verb == "get":
+            self.gets += 1
+        return perform()
+
+
+def test_grep_reads_the_sealed_index_not_each_file() -> None:
+    store = CountingGets(InMemoryStore())
+    memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    for i in range(30):
+        memory.create(f"/memories/f{i:02}.md", f"line {i}\nneedle {i}\n")
+    backend = S3MemoryBackend(memory)
+    backend.grep("needle")  # builds and writes the index
+    store.gets = 0
+    found = backend.grep("needle 7")
+    assert [(m["path"], m["line"]) for m in found.matches or []] == [("/f07.md", 2)]
+    assert store.gets == 0  # warm: a listing (and a HEAD of the index), never a GET per file

@@ -5,6 +5,8 @@ occurrence in one compare-and-swap edit."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from conftest import MASTER_KEY
@@ -20,10 +22,13 @@ from s3memory import (
     NotADirectoryConflict,
     PathExistsError,
     PathNotFoundError,
+    PreconditionFailedError,
     ReadOnlyMountError,
     SensitiveDataError,
     open_memory,
 )
+from s3memory._paths import parse_path
+from s3memory.stores import DelegatingStore
 
 AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"  # AWS's documented example
 
@@ -208,3 +213,64 @@ def test_write_text_screens_a_new_file_once() -> None:
     assert seen == ["one"]
     memory.write_text("/memories/a.md", "two")
     assert seen[1:] == ["two", "two"] and memory.read_text("/memories/a.md") == "two"
+
+
+# -- a conditional write whose answer was lost ------------------------------------------------
+class LostAnswer(DelegatingStore):
+    """The next conditional PUT of ``armed`` (an object key) is applied, then answered 412:
+    what a client sees when S3's answer is lost (a connection reset) and it sends the
+    request again."""
+
+    armed: str | None = None
+
+    def put(self, key: str, body: bytes, metadata: Mapping[str, str], **conditions: Any) -> str:
+        result = super().put(key, body, metadata, **conditions)
+        if key == self.armed and (conditions.get("if_match") is not None or conditions.get("if_none_match")):
+            self.armed = None
+            raise PreconditionFailedError("Error: the precondition failed")
+        return result
+
+
+def key_of(memory: EncryptedMemory, path: str) -> str:
+    return memory.layout.key_for(parse_path(path))
+
+
+@pytest.fixture
+def lossy() -> tuple[LostAnswer, EncryptedMemory]:
+    store = LostAnswer(InMemoryStore())
+    return store, open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+
+
+@pytest.mark.parametrize(
+    ("command", "expected_text", "expected_answer"),
+    [
+        (lambda m: m.replace_all("/memories/a.md", "x", "xx"), "xx\n", 1),
+        (lambda m: m.str_replace("/memories/a.md", "x", "xx"), "xx\n", None),
+        (lambda m: m.insert("/memories/a.md", 0, "top"), "top\nx\n", "The file /memories/a.md has been edited."),
+        (lambda m: m.write_text("/memories/a.md", "new\n"), "new\n", "The file /memories/a.md has been overwritten."),
+    ],
+    ids=["replace_all", "str_replace", "insert", "write_text"],
+)
+def test_an_edit_whose_answer_was_lost_is_applied_once(
+    lossy: tuple[LostAnswer, EncryptedMemory], command: Any, expected_text: str, expected_answer: object
+) -> None:
+    store, memory = lossy
+    memory.create("/memories/a.md", "x\n")
+    store.armed = key_of(memory, "/memories/a.md")
+    answer = command(memory)
+    assert store.armed is None  # the 412 was given
+    assert memory.read_text("/memories/a.md") == expected_text
+    if expected_answer is not None:
+        assert answer == expected_answer
+    assert [e.operation for e in memory.history("/memories/a.md")] == ["modified", "created"]
+
+
+def test_a_create_whose_answer_was_lost_succeeds(lossy: tuple[LostAnswer, EncryptedMemory]) -> None:
+    store, memory = lossy
+    memory.create("/memories/first.md", "the tenant key exists\n")
+    store.armed = key_of(memory, "/memories/a.md")
+    assert memory.create("/memories/a.md", "x\n") == "File created successfully at: /memories/a.md"
+    assert store.armed is None
+    with pytest.raises(PathExistsError):  # another's file: still refused
+        memory.create("/memories/a.md", "y\n")
+    assert memory.read_text("/memories/a.md") == "x\n"

@@ -45,9 +45,13 @@ a worker thread (``asyncio.to_thread``), the memory shared across threads as
 What does not map: deepagents has no rename or move tool (files can be moved with the
 memory tool, ``s3memory.S3MemoryTool``, or the ``s3memory`` command line); entries carry no
 ``modified_at`` (s3memory's listing has sizes, not times), so ``glob`` sorts by path, not by
-age; files are UTF-8 text only: a binary upload is refused, and a file whose name looks
-like an image or a PDF is still read as text; the backend runs no commands (``execute``
-stays the default backend's). deepagents 0.7 needs Python 3.11 or later.
+age; files are UTF-8 text only: a binary upload is refused, and so is a name deepagents
+reads as binary (an image, PDF, audio or video name: it would send the text as base64
+data), on a write and on a read; the backend runs no commands (``execute``
+stays the default backend's). deepagents' own path check keeps a leading ``//``, so the
+composite sends ``//memories/x`` to the default backend, not here (the model is told the
+file was written; it lives in the conversation's state). deepagents 0.7 needs Python 3.11
+or later.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.utils import (
     InvalidGlobPatternError,
+    _get_backend_read_file_type,
     compile_grep_include_glob,
     grep_matches_from_files,
     slice_read_response,
@@ -150,6 +155,22 @@ def _attempt(call: Callable[[], T]) -> T | _Failure:
 def _text_file(text: str) -> FileData:
     # No timestamps: s3memory keeps none that it could show (create_file_data would say "now").
     return {"content": text, "encoding": "utf-8"}
+
+
+def _binary_name(path: str) -> str | None:
+    """Why a memory file cannot have this name here, or None. deepagents' ``read_file`` picks
+    the block it sends the model by the name alone: for an image, PDF, audio or video name
+    it sends the content as base64 data, and a memory file's text there is invalid data the
+    Messages API rejects (with the conversation left holding it). Memory files are text, so
+    such names are refused: on a write, and on a read of a file another tool named so.
+    The classifier is deepagents' own (private, hence the extra's pin to 0.7)."""
+    if _get_backend_read_file_type(path) == "text":
+        return None
+    suffix = PurePosixPath(path).suffix
+    return (
+        f"{path}: memory files are text, and a file named *{suffix} would be read as binary; "
+        "name it .md or .txt (the memory tool can rename it)"
+    )
 
 
 class S3MemoryBackend(BackendProtocol):
@@ -240,7 +261,11 @@ class S3MemoryBackend(BackendProtocol):
     # -- reading -------------------------------------------------------------------------
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """Lines ``offset`` (0-based) to ``offset + limit`` of the file, raw (the middleware
-        numbers them); one GET."""
+        numbers them); one GET. A name deepagents reads as binary is refused (see
+        :func:`_binary_name`)."""
+        refused = _binary_name(self._memory_path(file_path))
+        if refused is not None:
+            return ReadResult(error=refused)
         target = self._memory_path(file_path)
         text = _attempt(lambda: self.memory.read_text(target))
         if isinstance(text, _Failure):
@@ -279,6 +304,9 @@ class S3MemoryBackend(BackendProtocol):
     # -- writing -------------------------------------------------------------------------
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create the file, or replace its whole text (an edit, with history)."""
+        refused = _binary_name(self._memory_path(file_path))
+        if refused is not None:
+            return WriteResult(error=f"Error: {refused}")
         written = _attempt(lambda: self.memory.write_text(self._memory_path(file_path), content))
         if isinstance(written, _Failure):
             return WriteResult(error=written.text)
@@ -321,6 +349,9 @@ class S3MemoryBackend(BackendProtocol):
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
+                responses.append(FileUploadResponse(path=path, error=_BINARY_REFUSED))
+                continue
+            if _binary_name(path) is not None:
                 responses.append(FileUploadResponse(path=path, error=_BINARY_REFUSED))
                 continue
             target = self._memory_path(path)
