@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import io
-import json
 import logging
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import BUCKET, MASTER_KEY
+from fake_messages_api import MessagesAPI, use
 
 pytest.importorskip("langchain.agents")
 
@@ -237,7 +237,7 @@ def test_one_turns_edits_of_one_file_all_land() -> None:
     results = run(S3ClaudeMemoryMiddleware(memory), scripted(turn))
     assert [m.status for m in results] == ["success"] * 4
     assert memory.read_text("/memories/a.md") == "ONE\nTWO\nthree\nfour\n"
-    assert store.lost == 2  # the race happened, and the re-tries made up for it
+    assert store.lost >= 2  # the race happened (a re-try may lose again), and the re-tries made up for it
 
 
 class SlowWrites(DelegatingStore):
@@ -319,42 +319,6 @@ def test_an_unexpected_backend_failure_gives_the_generic_message(caplog: pytest.
 
 
 # -- the native tool on the wire (the real ChatAnthropic) -----------------------------------
-
-
-class MessagesAPI:
-    """A fake Messages endpoint: each request gets the next scripted content blocks."""
-
-    def __init__(self, script: list[list[dict[str, Any]]]) -> None:
-        self.script = script
-        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
-
-    def __call__(self, request: Any) -> Any:
-        import httpx2
-
-        body = json.loads(request.content)
-        self.requests.append((dict(request.headers), body))
-        content = self.script[len(self.requests) - 1]
-        stop = "tool_use" if any(block["type"] == "tool_use" for block in content) else "end_turn"
-        message = {
-            "id": f"msg_{len(self.requests)}",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-scripted",
-            "content": content,
-            "stop_reason": stop,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        }
-        return httpx2.Response(200, json=message, request=request)
-
-    def tool_results(self, turn: int) -> list[dict[str, Any]]:
-        _, body = self.requests[turn]
-        blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
-        return [b for b in blocks if b["type"] == "tool_result"]
-
-
-def use(tool_id: str, **input: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": "memory", "input": input}
 
 
 WIRE_SCRIPT = [

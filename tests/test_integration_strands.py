@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from conftest import BUCKET, MASTER_KEY
+from fake_messages_api import MessagesAPI, use
 
 pytest.importorskip("strands")
 
@@ -548,84 +549,28 @@ def test_on_s3(s3_client: Any) -> None:
         assert b"window" not in body and b"Lisbon" not in body
 
 
-def _sse(content: list[dict[str, Any]], stop: str) -> bytes:
-    """The Messages API's server-sent events for one response."""
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": []}
-    events: list[tuple[str, dict[str, Any]]] = [
-        (
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    **message,
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 1, "output_tokens": 1},
-                },
-            },
-        ),
-    ]
-    for index, block in enumerate(content):
-        if block["type"] == "text":
-            start = {"type": "text", "text": ""}
-            delta = {"type": "text_delta", "text": block["text"]}
-        else:
-            start = {**block, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        events += [
-            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}),
-            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
-            ("content_block_stop", {"type": "content_block_stop", "index": index}),
-        ]
-    events += [
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": 1},
-            },
-        ),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
-
-
 def test_strands_anthropic_model_sends_errors_as_is_error(memory: EncryptedMemory) -> None:
     httpx2 = pytest.importorskip("httpx2")
     pytest.importorskip("strands.models.anthropic")
     from strands.models.anthropic import AnthropicModel
 
-    bodies: list[dict[str, Any]] = []
-
-    def use(call_id: str, **tool_input: Any) -> dict[str, Any]:
-        return {"type": "tool_use", "id": call_id, "name": "memory", "input": tool_input}
-
-    replies = [
-        _sse([use("toolu_1", command="create", path="/memories/a.md", file_text="hi\n")], "tool_use"),
-        _sse([use("toolu_2", command="view", path="/memories/none.md")], "tool_use"),
-        _sse([{"type": "text", "text": "saved"}], "end_turn"),
-    ]
-
-    def endpoint(request: Any) -> Any:
-        bodies.append(json.loads(request.content))
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=replies[len(bodies) - 1])
-
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(endpoint))
+    api = MessagesAPI(
+        [
+            [use("toolu_1", command="create", path="/memories/a.md", file_text="hi\n")],
+            [use("toolu_2", command="view", path="/memories/none.md")],
+            [{"type": "text", "text": "saved"}],
+        ]
+    )
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(api))
     model = AnthropicModel(
         client_args={"api_key": "test", "http_client": client}, model_id="claude-test", max_tokens=256
     )
     agent = Agent(model=model, tools=[memory_tool(memory)], callback_handler=None)
     assert str(agent("remember hi")).strip() == "saved"
     # A plain function tool on the wire (Strands cannot declare memory_20250818 for a client tool).
-    (tool,) = bodies[0]["tools"]
+    (tool,) = api.requests[0][1]["tools"]
     assert tool["name"] == "memory" and "type" not in tool and tool["input_schema"] == MEMORY_INPUT_SCHEMA
-    sent = [
-        block
-        for message in bodies[2]["messages"]
-        for block in message["content"]
-        if isinstance(block, dict) and block.get("type") == "tool_result"
-    ]
+    sent = api.tool_results(2)
     assert [(block["tool_use_id"], block["is_error"]) for block in sent] == [("toolu_1", False), ("toolu_2", True)]
     assert sent[1]["content"][0]["text"] == "The path /memories/none.md does not exist. Please provide a valid path."
     assert memory.read_text("/memories/a.md") == "hi\n"
