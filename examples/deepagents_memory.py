@@ -38,7 +38,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from s3memory import LocalDirStore, generate_master_key
+from s3memory import LocalDirStore, S3MemoryError, generate_master_key
 from s3memory.integrations.deepagents import S3MemoryBackend, deep_agent_backend
 
 MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-5-5")
@@ -114,7 +114,7 @@ class ScriptedChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def main(argv: list[str] | None = None, out: TextIO | None = None) -> None:
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--scripted", action="store_true", help="the scripted model, even with ANTHROPIC_API_KEY")
     parser.add_argument("--bucket", help="keep the memory in this S3 bucket (with --user-id and --kms-key-id)")
@@ -146,16 +146,23 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> None:
             model = ScriptedChatModel(turns=list(SCRIPT))
             print(f"a SCRIPTED model (set ANTHROPIC_API_KEY to talk to Claude); memory in {where}", file=out)
         agent = create_deep_agent(model=model, system_prompt=SYSTEM, backend=backend, memory=["/memories/AGENTS.md"])
-        for prompt in CONVERSATIONS:
-            converse(agent, prompt, out)
-        print("\nThe memory, decrypted:", file=out)
-        print(memory.view("/memories"), file=out)
+        try:
+            for prompt in CONVERSATIONS:
+                converse(agent, prompt, out)
+            print("\nThe memory, decrypted:", file=out)
+            print(memory.view("/memories"), file=out)
+        except (S3MemoryError, ValueError) as error:
+            # The store unreachable or refusing (deepagents raises ValueError with s3memory's
+            # text when AGENTS.md cannot be loaded): one line, not a traceback.
+            print(f"Error: {error}".replace("Error: Error: ", "Error: "), file=sys.stderr)
+            return 1
         if not args.bucket:
             files = [path for path in Path(home).rglob("*") if path.is_file()]
             leaked = [str(path) for path in files if b"oolong" in path.read_bytes()]
             print(f"{len(files)} files on disk; those holding the plaintext: {', '.join(leaked) or 'none'}", file=out)
         memory.close()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
