@@ -153,5 +153,11 @@ def answer_for_model(call: Callable[[], str]) -> tuple[str, bool]:
     except S3MemoryError as exc:
         return str(exc), True
     except Exception as exc:
-        logging.getLogger("s3memory").exception("unexpected error in the s3memory backend")
-        return f"Error: The memory backend failed unexpectedly ({type(exc).__name__}).", True
+        return unexpected_error_text(exc), True
+
+
+def unexpected_error_text(exc: Exception) -> str:
+    """What a model may see of an error s3memory did not expect: its class name only. The
+    error is logged with its traceback (call this in the ``except`` block that caught it)."""
+    logging.getLogger("s3memory").error("unexpected error in the s3memory backend", exc_info=exc)
+    return f"Error: The memory backend failed unexpectedly ({type(exc).__name__})."

@@ -95,7 +95,7 @@ from .._errors import (
     ReadOnlyMountError,
     S3MemoryError,
     StorageAccessDeniedError,
-    answer_for_model,
+    unexpected_error_text,
 )
 from .._factory import MemoryOptions, memory_from
 from .._mounts import MountedMemory
@@ -133,23 +133,14 @@ class _Failure:
 
 
 def _attempt(call: Callable[[], T]) -> T | _Failure:
-    """``call()``, or what went wrong in the words the model is shown (``answer_for_model``:
-    s3memory's text; a generic line, logged, for anything else)."""
-    results: list[T] = []
-    errors: list[S3MemoryError] = []
-
-    def run() -> str:
-        try:
-            results.append(call())
-        except S3MemoryError as exc:
-            errors.append(exc)
-            raise
-        return ""
-
-    text, is_error = answer_for_model(run)
-    if is_error:
-        return _Failure(text, errors[0] if errors else None)
-    return results[0]
+    """``call()``, or what went wrong in the words the model is shown: s3memory's text; a
+    generic line, logged, for anything else."""
+    try:
+        return call()
+    except S3MemoryError as exc:
+        return _Failure(str(exc), exc)
+    except Exception as exc:
+        return _Failure(unexpected_error_text(exc), None)
 
 
 def _text_file(text: str) -> FileData:

@@ -76,7 +76,7 @@ from strands.storage.search.keyword import STOP_WORDS, tokenize
 from strands.tools import PythonAgentTool
 from strands.types.tools import AgentTool, ToolResult, ToolSpec, ToolUse
 
-from .._errors import ConfigurationError, PathExistsError, S3MemoryError, answer_for_model
+from .._errors import ConfigurationError, PathExistsError, S3MemoryError, unexpected_error_text
 from .._factory import MemoryOptions, memory_from
 from .._memory import EncryptedMemory
 from .._paths import ROOT, parse_path
@@ -128,16 +128,6 @@ _DEFAULT_DESCRIPTION = "The user's long-term memory: encrypted text files under 
 _DEFAULT_MAX_SEARCH_RESULTS = 5
 _MAX_SEARCH_RESULTS = 100  # as s3memory's own search: the model may ask for any number
 _EXTENSION = re.compile(r"\.[^./]*$")
-
-
-def _unexpected(error: Exception) -> S3MemoryError:
-    """What the model may see of an error s3memory did not expect: the generic line the
-    memory tool answers (the error is logged with its traceback)."""
-
-    def fail() -> str:
-        raise error
-
-    return S3MemoryError(answer_for_model(fail)[0])
 
 
 class S3MemoryStore(MemoryStore):
@@ -305,7 +295,7 @@ class S3MemoryStore(MemoryStore):
             except S3MemoryError:
                 raise
             except Exception as error:
-                raise _unexpected(error) from error
+                raise S3MemoryError(unexpected_error_text(error)) from error
             for _ in range(3):
                 stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
                 path = f"{self.directory}/{stamp}-{secrets.token_hex(4)}.md"
@@ -316,7 +306,7 @@ class S3MemoryStore(MemoryStore):
                 except S3MemoryError:
                     raise
                 except Exception as error:
-                    raise _unexpected(error) from error
+                    raise S3MemoryError(unexpected_error_text(error)) from error
                 return path
         raise PathExistsError(f"Error: could not find a free file name in {self.directory}")
 
