@@ -371,7 +371,8 @@ class MemoryAdmin:
         try:
             rt.wait()
         except PreconditionFailedError:
-            raise _LostRace from None
+            if not memory._landed(parsed, shown, data_key):  # else our own write, re-sent
+                raise _LostRace from None
         return MemoryInfo(files.shown(parsed), len(data), _digest(data), None)
 
     @staticmethod

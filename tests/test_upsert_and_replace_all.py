@@ -4,6 +4,7 @@ occurrence in one compare-and-swap edit."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -18,13 +19,16 @@ from s3memory import (
     InvalidCommandError,
     InvalidPathError,
     KeyCache,
+    MemoryAdmin,
     Mount,
     NotADirectoryConflict,
+    NotExists,
     PathExistsError,
     PathNotFoundError,
     PreconditionFailedError,
     ReadOnlyMountError,
     SensitiveDataError,
+    Sha256,
     open_memory,
 )
 from s3memory._paths import parse_path
@@ -274,3 +278,20 @@ def test_a_create_whose_answer_was_lost_succeeds(lossy: tuple[LostAnswer, Encryp
     with pytest.raises(PathExistsError):  # another's file: still refused
         memory.create("/memories/a.md", "y\n")
     assert memory.read_text("/memories/a.md") == "x\n"
+
+
+@pytest.mark.parametrize("precondition", ["none", "sha256", "not-exists"])
+def test_a_management_write_whose_answer_was_lost_counts_once(
+    lossy: tuple[LostAnswer, EncryptedMemory], precondition: str
+) -> None:
+    store, memory = lossy
+    admin = MemoryAdmin(memory)
+    path = "/memories/a.md" if precondition != "not-exists" else "/memories/new.md"
+    memory.create("/memories/a.md", "x\n")
+    condition = {"none": None, "sha256": Sha256(hashlib.sha256(b"x\n").hexdigest()), "not-exists": NotExists()}
+    store.armed = key_of(memory, path)
+    info = admin.write(path, "y\n", precondition=condition[precondition])
+    assert store.armed is None  # the 412 was given
+    assert info.path == path and memory.read_text(path) == "y\n"
+    expected = ["created"] if precondition == "not-exists" else ["modified", "created"]
+    assert [e.operation for e in memory.history(path)] == expected
