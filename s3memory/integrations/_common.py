@@ -10,7 +10,7 @@ must carry that protocol itself: :data:`MEMORY_TOOL_DESCRIPTION`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from .._errors import answer_for_model
 from .._memory import EncryptedMemory
@@ -19,7 +19,6 @@ from .._mounts import MountedMemory
 Memory = EncryptedMemory | MountedMemory
 
 MEMORY_TOOL_NAME = "memory"
-Command = Literal["view", "create", "str_replace", "insert", "delete", "rename"]
 
 # The protocol the API adds to the system prompt when the native tool is present (seed 000,
 # "Prompting guidance"), and the commands the native tool's definition would have told.

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from deepagents.backends import CompositeBackend, StateBackend
 from deepagents.backends.protocol import (
+    FILE_NOT_FOUND,
     INVALID_PATH,
     IS_DIRECTORY,
     PERMISSION_DENIED,
@@ -254,10 +255,10 @@ class S3MemoryBackend(BackendProtocol):
         """Lines ``offset`` (0-based) to ``offset + limit`` of the file, raw (the middleware
         numbers them); one GET. A name deepagents reads as binary is refused (see
         :func:`_binary_name`)."""
-        refused = _binary_name(self._memory_path(file_path))
+        target = self._memory_path(file_path)
+        refused = _binary_name(target)
         if refused is not None:
             return ReadResult(error=refused)
-        target = self._memory_path(file_path)
         text = _attempt(lambda: self.memory.read_text(target))
         if isinstance(text, _Failure):
             return ReadResult(error=text.bare)
@@ -295,10 +296,11 @@ class S3MemoryBackend(BackendProtocol):
     # -- writing -------------------------------------------------------------------------
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create the file, or replace its whole text (an edit, with history)."""
-        refused = _binary_name(self._memory_path(file_path))
+        target = self._memory_path(file_path)
+        refused = _binary_name(target)
         if refused is not None:
             return WriteResult(error=f"Error: {refused}")
-        written = _attempt(lambda: self.memory.write_text(self._memory_path(file_path), content))
+        written = _attempt(lambda: self.memory.write_text(target, content))
         if isinstance(written, _Failure):
             return WriteResult(error=written.text)
         return WriteResult(path=file_path)
@@ -356,7 +358,7 @@ class S3MemoryBackend(BackendProtocol):
         """The protocol's code for ``failure`` where one fits, else the text."""
         error = failure.error
         if isinstance(error, PathNotFoundError):
-            return "file_not_found"
+            return FILE_NOT_FOUND
         if isinstance(error, InvalidPathError):
             return INVALID_PATH
         if isinstance(error, (ReadOnlyMountError, StorageAccessDeniedError)):

@@ -289,25 +289,24 @@ class S3MemoryStore(MemoryStore):
     def _create(self, text: str) -> str:
         with self._adding:  # the check for a repeat and the write, one add at a time
             try:
-                for path, existing in self.memory.search_corpus(self.directory):
-                    if existing == text:
-                        return path
+                return self._create_once(text)
             except S3MemoryError:
                 raise
             except Exception as error:
                 raise S3MemoryError(unexpected_error_text(error)) from error
-            for _ in range(3):
-                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-                path = f"{self.directory}/{stamp}-{secrets.token_hex(4)}.md"
-                try:
-                    self.memory.create(path, text)
-                except PathExistsError:
-                    continue  # the same second and the same 32 random bits: draw again
-                except S3MemoryError:
-                    raise
-                except Exception as error:
-                    raise S3MemoryError(unexpected_error_text(error)) from error
+
+    def _create_once(self, text: str) -> str:
+        for path, existing in self.memory.search_corpus(self.directory):
+            if existing == text:
                 return path
+        for _ in range(3):
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            path = f"{self.directory}/{stamp}-{secrets.token_hex(4)}.md"
+            try:
+                self.memory.create(path, text)
+            except PathExistsError:
+                continue  # the same second and the same 32 random bits: draw again
+            return path
         raise PathExistsError(f"Error: could not find a free file name in {self.directory}")
 
     def get_tools(self) -> list[AgentTool]:
