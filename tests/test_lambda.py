@@ -932,7 +932,10 @@ def test_each_model_request_gets_at_most_what_is_left_of_the_turn(make_lambda: C
     assert api.timeouts[1] <= api.timeouts[0]
 
 
-@pytest.mark.parametrize(("remaining_ms", "delay", "requests"), [(2_000, 0.0, 0), (2_400, 0.5, 1)])
+# The second case's first request takes the whole turn (2 s): it is sent whatever a loaded
+# machine makes of the cold start before it (with 0.4 s left it once was not), and the next
+# one never is.
+@pytest.mark.parametrize(("remaining_ms", "delay", "requests"), [(2_000, 0.0, 0), (4_000, 2.0, 1)])
 def test_the_turn_ends_in_time_to_answer_504_itself(
     make_lambda: Callable[..., Lambda], remaining_ms: int, delay: float, requests: int
 ) -> None:
