@@ -62,19 +62,25 @@ def deployment_name(prefix: str) -> str:
     return prefix or "/"
 
 
-def binding_context(tenant: str, virtual_path: str, *, prefix: str | None = None) -> dict[str, str]:
+def binding_context(tenant: str, virtual_path: str, *, prefix: str = "", version: int = 2) -> dict[str, str]:
     """The encryption context that binds an object to its deployment, tenant and virtual path.
 
-    Binding version 2 (``prefix`` given, what s3memory writes): ``{s3memory:tenant,
-    s3memory:prefix, s3memory:path}``, so an object copied between two deployments sharing
-    a bucket and a key fails to open. Version 1 (``prefix=None``): ``{s3memory:tenant,
+    Binding version 2 (the default, what s3memory writes): ``{s3memory:tenant,
+    s3memory:prefix, s3memory:path}``, where ``prefix`` is the deployment's key prefix
+    (``""`` unless the memory was opened with one), so an object copied between two
+    deployments sharing a bucket and a key fails to open. ``version=1``: ``{s3memory:tenant,
     s3memory:path}``, what s3memory 0.1 wrote; still read (see :func:`is_unbound_legacy`).
     The path is hashed (SHA-256, hex) to keep metadata small and ASCII whatever the file
     name. Pass this as ``EncryptionContext`` to the official S3 Encryption Client to read a
     KMS-per-object s3memory object.
+
+    Raises:
+        ValueError: ``version`` is neither 1 nor 2.
     """
+    if version not in (1, 2):
+        raise ValueError(f"binding version {version!r} does not exist (1 or 2)")
     digest = hashlib.sha256(virtual_path.encode("utf-8")).hexdigest()
-    if prefix is None:
+    if version == 1:
         return {CONTEXT_TENANT: tenant, CONTEXT_PATH: digest}
     return {CONTEXT_TENANT: tenant, CONTEXT_PREFIX: deployment_name(prefix), CONTEXT_PATH: digest}
 

@@ -208,8 +208,10 @@ class SealedFiles:
         return self.binding_of_name(path.display)
 
     def binding_of_name(self, name: str, *, legacy: bool = False) -> dict[str, str]:
-        prefix = None if legacy else self.layout.prefix
-        return envelope.binding_context(self.layout.tenant, self.path_name(name), prefix=prefix)
+        version = 1 if legacy else 2
+        return envelope.binding_context(
+            self.layout.tenant, self.path_name(name), prefix=self.layout.prefix, version=version
+        )
 
     def stored_binding(self, name: str, header: envelope.EnvelopeHeader) -> dict[str, str]:
         """What a stored object at ``name`` must be bound to, by the version its header

@@ -161,10 +161,23 @@ def test_parse_header_returns_the_wrapped_key() -> None:
 
 
 def test_binding_context_hashes_the_path() -> None:
-    assert binding_context("alice", "/memories/a.txt") == {
+    assert binding_context("alice", "/memories/a.txt", version=1) == {
         "s3memory:tenant": "alice",
         "s3memory:path": "1f6bb525b93d30d2e464b09c2ea43a45b07d1e9872a349be9638a1853b368314",
     }
+
+
+def test_binding_context_defaults_to_the_binding_s3memory_writes() -> None:
+    """Without ``prefix`` the context is version 2 of a deployment with no prefix, what
+    ``open_memory`` writes by default; version 1 only when asked for."""
+    assert binding_context("alice", "/memories/a.txt") == {
+        "s3memory:tenant": "alice",
+        "s3memory:prefix": "/",
+        "s3memory:path": "1f6bb525b93d30d2e464b09c2ea43a45b07d1e9872a349be9638a1853b368314",
+    }
+    assert binding_context("alice", "/memories/a.txt") == binding_context("alice", "/memories/a.txt", prefix="")
+    with pytest.raises(ValueError, match="binding version 3"):
+        binding_context("alice", "/memories/a.txt", version=3)
 
 
 def test_fresh_message_id_per_seal() -> None:

@@ -469,7 +469,7 @@ def test_an_unreadable_object_at_an_intent_key_does_not_block_the_rename(make_me
     key = memory_intent_key(memory, "/memories/a.md", "/memories/b.md")
     if planted == "sealed-by-0.1":
         old_name = "/memories/.s3memory/" + key.rsplit("/", 1)[1]
-        data_key, wrapped = memory.keyring.generate(envelope.binding_context("alice", old_name))
+        data_key, wrapped = memory.keyring.generate(envelope.binding_context("alice", old_name, version=1))
         record = json.dumps({"v": 1, "op": "rename", "etags": []}).encode()
         body, metadata = envelope.seal(record, data_key, wrapped)
     else:

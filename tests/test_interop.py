@@ -158,16 +158,27 @@ def test_we_read_official_objects(make_memory: MakeMemory, official: Any) -> Non
     assert "0B\t/memories/empty.txt" in listing
 
 
+def test_the_official_client_reads_what_we_write_with_the_documented_context(
+    make_memory: MakeMemory, official: Any
+) -> None:
+    """``binding_context(user, path)``, as its docstring says to call it, is the context of
+    what s3memory writes today (no prefix given: the deployment with none)."""
+    make_memory("s3-kms").create("/memories/a.txt", "written today\n")
+    assert official_read(official, "/memories/a.txt", binding_context("alice", "/memories/a.txt")) == b"written today\n"
+
+
 def test_we_read_and_rebind_official_objects_of_binding_version_1(make_memory: MakeMemory, official: Any) -> None:
     """Objects bound as s3memory 0.1 bound them (no deployment in the context) still open;
     an edit writes them back bound to this deployment, which the official client reads."""
-    official_write(official, "/memories/x.txt", "written unbound\n", binding_context("alice", "/memories/x.txt"))
+    official_write(
+        official, "/memories/x.txt", "written unbound\n", binding_context("alice", "/memories/x.txt", version=1)
+    )
     memory = make_memory("s3-kms")
     assert view_text(memory, "/memories/x.txt") == "written unbound\n"
     memory.str_replace("/memories/x.txt", "unbound", "bound")
     assert official_read(official, "/memories/x.txt") == b"written bound\n"
     with pytest.raises(OFFICIAL_ERRORS):
-        official_read(official, "/memories/x.txt", binding_context("alice", "/memories/x.txt"))
+        official_read(official, "/memories/x.txt", binding_context("alice", "/memories/x.txt", version=1))
 
 
 def test_we_edit_and_rename_official_objects(make_memory: MakeMemory, official: Any) -> None:
@@ -218,7 +229,7 @@ def test_we_reject_official_objects_with_another_binding(
         {**binding_context("alice", "/memories/a.txt", prefix=""), "extra": "entry"},
         {},
         binding_context("alice", "/memories/a.txt", prefix="app/"),
-        binding_context("alice", "/memories/a.txt"),
+        binding_context("alice", "/memories/a.txt", version=1),
     ],
     ids=[
         "other-path",

@@ -339,7 +339,10 @@ def _no_retired_keys(_entry: object, _version: int) -> bytes:
 
 
 def compute_binding_context(vectors: Vectors, given: Case) -> dict[str, Any]:
-    context = binding_context(given["tenant"], given["path"], prefix=given["prefix"])
+    if given["prefix"] is None:  # the frozen input of a version-1 case names no deployment
+        context = binding_context(given["tenant"], given["path"], version=1)
+    else:
+        context = binding_context(given["tenant"], given["path"], prefix=given["prefix"])
     return {"context": context, "canonical_json": envelope.canonical_json(context)}
 
 
@@ -404,8 +407,8 @@ def compute_names_key_document(vectors: Vectors, given: Case) -> dict[str, Any]:
 
 
 def envelope_binding(given: Case) -> dict[str, str]:
-    prefix = None if given["binding_version"] == 1 else given["options"].get("prefix", "")
-    return binding_context(given["options"]["user_id"], given["path"], prefix=prefix)
+    prefix = given["options"].get("prefix", "")
+    return binding_context(given["options"]["user_id"], given["path"], prefix=prefix, version=given["binding_version"])
 
 
 def compute_envelope(vectors: Vectors, given: Case) -> dict[str, Any]:
