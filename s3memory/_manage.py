@@ -268,7 +268,7 @@ class MemoryAdmin:
     def _create(self, memory: EncryptedMemory, parsed: MemoryPath, shown: str, text: str) -> MemoryInfo:
         """``NotExists``: the model's create, with its own error."""
         files = memory.files
-        text = memory._screen(text)
+        text = memory._screen_new_file(parsed, text)
         data = files.encode(text, shown)
         files.names_ready(create=True)
         rt = files.round_trip()
@@ -313,7 +313,7 @@ class MemoryAdmin:
         if before is None:
             if is_dir is not None and is_dir.result():
                 raise PathExistsError(f"Error: Cannot write {shown}: it is a directory")
-            text = memory._screen(text)
+            text = memory._screen_new_file(parsed, text)
         elif memory.screen_edit is not None:
             text = memory.screen_edit(before.text, text)
         else:

@@ -52,6 +52,7 @@ from ._files import SealedFiles, plaintext_size
 from ._historykey import HistoryKey
 from ._keys import Keyring
 from ._layout import TenantLayout
+from ._name_screen import refuse_secret_names
 from ._paths import DEFAULT_MAX_PATH_BYTES, ROOT, MemoryPath, parse_path
 from ._provenance import DEFAULT_ACTOR, validate_actor
 from ._quarantine import InstructionPolicy, PendingWrite, policy_check
@@ -315,6 +316,12 @@ class EncryptedMemory:
     def _screen(self, text: str) -> str:
         return text if self.screen_text is None else self.screen_text(text)
 
+    def _screen_new_file(self, parsed: MemoryPath, text: str) -> str:
+        """A new file's text, screened, after its names (``_name_screen``): a secret in a
+        name is refused whatever the guard would do with one in the text."""
+        refuse_secret_names(self.screen_text, parsed)
+        return self._screen(text)
+
     def _screen_inserted(self, text: str) -> str:
         """The inserted text, screened on its own unless the whole result will be."""
         return text if self.screen_edit is not None else self._screen(text)
@@ -457,7 +464,7 @@ class EncryptedMemory:
             raise InvalidCommandError("Error: `file_text` must be a string.")
         if parsed.is_root:
             raise PathExistsError(f"Error: File {path} already exists")
-        text = self._screen(file_text)
+        text = self._screen_new_file(parsed, file_text)
         data = self.files.encode(text, path)
         self.files.names_ready(create=True)  # the one command that may create the names key
         key = self.layout.key_for(parsed)
@@ -1004,6 +1011,14 @@ class EncryptedMemory:
         """
         old, new = self._parse(old_path), self._parse(new_path)
         self._writable("rename", f"{old_path} to {new_path}")
+        refuse_secret_names(self.screen_text, new)
+        finding = None if self.instructions is None else self.instructions.rename_verdict(new, new_path)
         return _rename.rename(
-            self.files, old, new, (old_path, new_path), max_path_bytes=self.limits.max_path_bytes, progress=progress
+            self.files,
+            old,
+            new,
+            (old_path, new_path),
+            max_path_bytes=self.limits.max_path_bytes,
+            progress=progress,
+            finding=finding,
         )

@@ -85,8 +85,10 @@ from ._errors import (
 from ._files import SealedFiles
 from ._guard import Finding
 from ._layout import PENDING_ID
+from ._name_screen import NAME_LINE, name_findings
 from ._paths import MemoryPath, parse_path
 from ._render import short_repr
+from .stores import ObjectVersion
 
 if TYPE_CHECKING:
     from ._instructions import InstructionScreen
@@ -106,6 +108,10 @@ _PENDING_NAME = "s3memory-internal:pending/"  # not a memory path: every memory 
 _HELD = (
     "Error: The write to {path} was held for review and not applied: it reads like instructions to a "
     "future session. A person will approve or reject it; do not retry it or write it in other words."
+)
+_RENAME_REFUSED = (
+    "Error: The rename to {path} was not applied: the new name reads like instructions to a future "
+    "session. A person may make it after review; do not retry it or name it in other words."
 )
 _TOO_MANY = (
     "Error: The write to {path} was not applied: it reads like instructions to a future session, and "
@@ -169,8 +175,12 @@ def describe(findings: Sequence[Finding]) -> str:
             lines[finding.kind].append(finding.line)
     parts = []
     for kind, numbers in lines.items():
-        shown = ", ".join(map(str, numbers[:5])) + (", ..." if len(numbers) > 5 else "")
-        parts.append(f"{kind} (line{'s' if len(numbers) > 1 else ''} {shown})")
+        where = ["the name"] if NAME_LINE in numbers else []
+        numbers = [n for n in numbers if n != NAME_LINE]
+        if numbers:
+            shown = ", ".join(map(str, numbers[:5])) + (", ..." if len(numbers) > 5 else "")
+            where.append(f"line{'s' if len(numbers) > 1 else ''} {shown}")
+        parts.append(f"{kind} ({', '.join(where)})")
     return _bounded(", ".join(parts))
 
 
@@ -220,8 +230,11 @@ class InstructionCheck:
 
     def verdict(self, files: SealedFiles, path: MemoryPath, shown: str, before: str | None, after: str) -> str | None:
         """None to write ``after`` as it is; the finding to record with it (``flag``); or,
-        under ``quarantine``, the write stored for review and :class:`WriteHeldError` raised."""
+        under ``quarantine``, the write stored for review and :class:`WriteHeldError` raised.
+        A new file (``before`` None) brings its name too, screened as ``_name_screen`` says."""
         findings = new_findings(self.screen, before, after)
+        if before is None:
+            findings = name_findings(self.screen.findings, path) + findings
         if not findings:
             return None
         kinds = ", ".join(sorted({f.kind for f in findings}))
@@ -231,6 +244,21 @@ class InstructionCheck:
         hold(files, path, shown, before, after, findings)
         log.info("held a write for review: it reads like instructions to a future session (%s)", kinds)
         raise WriteHeldError(_HELD.format(path=shown))
+
+
+    def rename_verdict(self, new: MemoryPath, shown: str) -> str | None:
+        """The finding to record with a rename to ``new`` (``flag``), or None; under
+        ``quarantine`` a name that reads like instructions refuses the rename (there is no
+        held rename: a held write is a file's text)."""
+        findings = name_findings(self.screen.findings, new)
+        if not findings:
+            return None
+        kinds = ", ".join(sorted({f.kind for f in findings}))
+        if self.policy == "flag":
+            log.info("flagged a rename whose name reads like instructions to a future session (%s)", kinds)
+            return describe(findings)
+        log.info("refused a rename whose name reads like instructions to a future session (%s)", kinds)
+        raise InvalidCommandError(_RENAME_REFUSED.format(path=shown))
 
 
 def policy_check(policy: object) -> InstructionCheck | None:
@@ -392,6 +420,37 @@ def pending(files: SealedFiles) -> list[PendingWrite]:
     if unreadable:
         log.warning("%d pending objects did not open (tampered with, or not written here): ignored", unreadable)
     return sorted(found, key=lambda w: (w.at, w.id))
+
+
+def held_versions(files: SealedFiles) -> list[ObjectVersion]:
+    """Every stored version of every pending object: a versioned store keeps those of writes
+    rejected or approved since, each still holding its text (what redaction must reach)."""
+    listed = files.store.list_versions(files.layout.pending_prefix)
+    return [v for v in listed if not v.is_delete_marker and _id_of(files, v.key) is not None]
+
+
+def holds_text(files: SealedFiles, version: ObjectVersion, digest: str) -> bool:
+    """Whether one of :func:`held_versions` holds the text whose SHA-256 is ``digest``: a
+    write made on that text (its ``base``), or one that would leave it. One GET; a version
+    that does not open shows nothing (``pending`` and ``approve`` never open it either)."""
+    pending_id = _id_of(files, version.key)
+    try:
+        stored = files.store.get_version(version.key, version.version_id, max_bytes=_max_bytes(files))
+    except ObjectTooLargeError:
+        return False
+    if stored is None or pending_id is None:
+        return False
+    try:
+        data = files.decrypt(_name(pending_id), version.key, bytes(stored.body), stored.metadata)
+        record = json.loads(data.decode("utf-8", "surrogatepass"))
+    except TenantKeyError:
+        raise  # about the tenant's key, not this object
+    except (IntegrityError, ForeignObjectError, ValueError, RecursionError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    text = record.get("text")
+    return record.get("base") == digest or (isinstance(text, str) and _sha256(text) == digest)
 
 
 def _no_such(pending_id: object) -> PathNotFoundError:

@@ -275,7 +275,7 @@ def plan_moves(
 
 
 def rewrapped_metadata(
-    files: SealedFiles, info: ObjectInfo, move: Move, at_us: int
+    files: SealedFiles, info: ObjectInfo, move: Move, at_us: int, finding: str | None = None
 ) -> tuple[Mapping[str, str], Provenance | None]:
     """``info``'s metadata with its data key re-wrapped for ``target`` (the body, sealed under
     that data key, is copied as is) and the provenance of a renamed version of the same file
@@ -290,11 +290,11 @@ def rewrapped_metadata(
         return info.metadata, None
     metadata = envelope.metadata_for(rewrapped, header.message_id, header.commitment)
     follows = files.provenance_in(info.metadata, move.source_key, data_key)
-    return files.stamped(metadata, move.target_key, "renamed", data_key, follows=follows, at_us=at_us)
+    return files.stamped(metadata, move.target_key, "renamed", data_key, follows=follows, at_us=at_us, finding=finding)
 
 
 def copy_rewrapped(
-    files: SealedFiles, move: Move, info: ObjectInfo | None, ours: str | None, at_us: int
+    files: SealedFiles, move: Move, info: ObjectInfo | None, ours: str | None, at_us: int, finding: str | None = None
 ) -> tuple[str, str | None, Provenance | None]:
     """Copy one source (``info``: its HEAD) to its target; return (source key, the source
     ETag copied, the copy's provenance if this copy made it).
@@ -317,7 +317,7 @@ def copy_rewrapped(
     metadata: Mapping[str, str] = info.metadata
     provenance = None
     if move.source is not None and move.target is not None:
-        metadata, provenance = rewrapped_metadata(files, info, move, at_us)
+        metadata, provenance = rewrapped_metadata(files, info, move, at_us, finding)
     store.copy(move.source_key, move.target_key, metadata=metadata, if_match=info.etag, if_none_match=not target_exists)
     return move.source_key, info.etag, provenance
 
@@ -389,6 +389,7 @@ def copy_all(
     ours: Mapping[str, str],
     progress: Callable[[int, int], None] | None,
     records_about: Sequence[MemoryPath],
+    finding: str | None = None,
 ) -> tuple[dict[str, tuple[str, Provenance | None]], list[_records.Sealer]]:
     """Round trip 3: every copy, concurrently; the source ETag copied and the copy's
     provenance, by source key (a source deleted meanwhile is left out). ``ours``: the ETags
@@ -396,9 +397,9 @@ def copy_all(
     ``records_about`` needs (the history key, cached after its first use)."""
     at_us = int(time.time() * 1_000_000)  # the rename's one time, in its copies and its record
     if not files.store.concurrent and not ours and progress is None:
-        return _copy_all_at_once(files, moves, heads, records_about, at_us)
+        return _copy_all_at_once(files, moves, heads, records_about, at_us, finding)
     copies = [
-        functools.partial(copy_rewrapped, files, move, head, ours.get(move.target_key), at_us)
+        functools.partial(copy_rewrapped, files, move, head, ours.get(move.target_key), at_us, finding)
         for move, head in zip(moves, heads, strict=True)
     ]
     rt = files.round_trip()
@@ -415,6 +416,7 @@ def _copy_all_at_once(
     heads: Sequence[ObjectInfo | None],
     records_about: Sequence[MemoryPath],
     at_us: int,
+    finding: str | None,
 ) -> tuple[dict[str, tuple[str, Provenance | None]], list[_records.Sealer]]:
     """:func:`copy_all` for a local store (not ``concurrent``) and a fresh destination: every
     copy's metadata first, then one ``copy_many`` (one lock, one sync of all the files
@@ -425,7 +427,7 @@ def _copy_all_at_once(
             continue  # deleted concurrently: nothing to move
         metadata, provenance = info.metadata, None
         if move.source is not None and move.target is not None:
-            metadata, provenance = rewrapped_metadata(files, info, move, at_us)
+            metadata, provenance = rewrapped_metadata(files, info, move, at_us, finding)
         made.append((move.source_key, info.etag, provenance))
         asked.append((move.source_key, move.target_key, metadata, info.etag, True))
     rt = files.round_trip()
@@ -446,9 +448,11 @@ def rename(
     *,
     max_path_bytes: int,
     progress: Callable[[int, int], None] | None = None,
+    finding: str | None = None,
 ) -> str:
     """Move ``old`` to ``new`` (see the module docstring); ``shown`` is (old path, new path) as
-    the model wrote them. Raises as ``EncryptedMemory.rename`` documents."""
+    the model wrote them; ``finding``, the instruction screen's on the new name, goes into
+    every copy's provenance. Raises as ``EncryptedMemory.rename`` documents."""
     old_path, new_path = shown
     if old.is_root:
         raise InvalidCommandError("Error: Cannot rename the /memories directory itself")
@@ -500,7 +504,7 @@ def rename(
     heads = head_sources_and_record(files, moves, new_record)
     try:
         ours = {info.key: info.etag for info in seen.at_destination}  # all ours, as checked
-        copied, sealers = copy_all(files, moves, heads, ours, progress, [old, new])
+        copied, sealers = copy_all(files, moves, heads, ours, progress, [old, new], finding)
     except PreconditionFailedError:
         raise PreconditionFailedError(
             f"Error: {old_path} or {new_path} changed while it was being renamed; nothing was lost. "
