@@ -159,14 +159,16 @@ def restore(ctx: click.Context, path: str, version: str) -> None:
 @_command()
 @click.argument("path")
 @click.argument("version")
-@click.option("--yes", is_flag=True, help="confirm: the version's content is destroyed for good")
+@click.option("--yes", is_flag=True, help="confirm: the version's text is destroyed for good, wherever it is stored")
 @click.pass_context
 def redact(ctx: click.Context, path: str, version: str, yes: bool) -> None:
-    """Destroy an earlier version's content for good (with --yes).
+    """Destroy an earlier version's text for good (with --yes), wherever it is stored.
 
-    For a leaked secret or personal data: who made the version and when stay in its
-    history. Never the current version: edit or delete the file first. Without --yes,
-    says what would be destroyed and does nothing."""
+    For a leaked secret or personal data: every stored version with the same text (a
+    rename's copy, a restore), the writes held for review made on it and the search index go
+    with it; who made each and when stay in history. Never a text that is some file's current
+    content: edit or delete that file first. Without --yes, says what would be destroyed and
+    does nothing."""
     with _memory(ctx) as memory:
         if not yes:
             entries = memory.history(path)
@@ -180,8 +182,8 @@ def redact(ctx: click.Context, path: str, version: str, yes: bool) -> None:
             size = "?" if entry.size is None else format_size(entry.size)
             made = f"{_name(entry.operation)} by {_name(entry.actor or 'unknown')} at {_when(entry.at)} UTC"
             _die(
-                f"redact destroys the content of {shown} ({made}, {size}) for good; "
-                "its history entry stays. Add --yes to redact it",
+                f"redact destroys the text of {shown} ({made}, {size}) for good, with every stored copy "
+                "of it; its history entries stay. Add --yes to redact it",
                 EXIT_USAGE,
             )
         try:

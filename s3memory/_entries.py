@@ -220,7 +220,7 @@ class EntryBuilder:
                     at = max(stored, out[-1].at) if out else stored
                     entry = replace(entry, verified=False, note=problem, at=at)
                 elif provenance.op == "renamed":
-                    moved = self._rename_into(path, provenance)
+                    moved = self._rename_into(path, provenance.at_us)
                     entry = replace(
                         entry, note=f"renamed from {moved}" if moved else "renamed (no record of from where)"
                     )
@@ -245,11 +245,11 @@ class EntryBuilder:
             return "out of sequence: it does not follow the version before it"
         return ""
 
-    def _rename_into(self, path: str, provenance: Provenance) -> str | None:
-        """Where the rename that made this version came from: of the renames into ``path``,
-        the one recorded nearest the copy's own time (a path may be renamed into twice)."""
+    def _rename_into(self, path: str, at_us: int) -> str | None:
+        """Where the rename that made a version came from: of the renames into ``path``, the
+        one recorded nearest the copy's own time ``at_us`` (a path may be renamed into twice)."""
         candidates = [
-            (abs(int(record.get("at", 0)) - provenance.at_us), str(entry.get("path")))
+            (abs(int(record.get("at", 0)) - at_us), str(entry.get("path")))
             for record in self.records
             if record.get("op") == "renamed"
             for entry in record.get("files", [])
@@ -297,11 +297,18 @@ class EntryBuilder:
         )
 
     def redactions(self, path: str) -> list[MemoryVersion]:
-        out = []
+        """The entry of each version of ``path`` a redaction removed (each once, however many
+        times it was redacted: a redaction whose deletes failed is run again)."""
+        out: dict[str, MemoryVersion] = {}
         for record in self.records:
             if record.get("op") == "redacted" and record.get("path") == path:
                 original = record.get("original") or {}
-                out.append(
+                note = f"redacted by {record.get('by')} at {_when(record.get('at', 0)).isoformat()}"
+                source = self.redacted_rename_source(path, record)
+                if source is not None:
+                    note += f" (renamed from {source})"
+                out.setdefault(
+                    str(record.get("version")),
                     MemoryVersion(
                         path,
                         str(record.get("version")),
@@ -312,7 +319,27 @@ class EntryBuilder:
                         original.get("file"),
                         False,
                         True,
-                        f"redacted by {record.get('by')} at {_when(record.get('at', 0)).isoformat()}",
-                    )
+                        note,
+                    ),
                 )
-        return out
+        return list(out.values())
+
+    def redacted_sources(self, path: str) -> dict[str, str]:
+        """Where each version of ``path`` a redaction removed came from, by version id, for
+        those a rename made (what :meth:`redactions` notes)."""
+        found: dict[str, str] = {}
+        for record in self.records:
+            if record.get("op") == "redacted" and record.get("path") == path:
+                source = self.redacted_rename_source(path, record)
+                if source is not None:
+                    found.setdefault(str(record.get("version")), source)
+        return found
+
+    def redacted_rename_source(self, path: str, record: Mapping[str, Any]) -> str | None:
+        """Where the version a redaction ``record`` removed came from, if a rename made it:
+        its history goes on there, as the copy's did."""
+        original = record.get("original")
+        if not isinstance(original, dict) or original.get("op") != "renamed":
+            return None
+        at = original.get("at")
+        return self._rename_into(path, at) if isinstance(at, int) and not isinstance(at, bool) else None

@@ -60,9 +60,10 @@ def _open_one(files: SealedFiles, path: str, version: ObjectVersion) -> Opened:
     return (None, NO_PROVENANCE) if head is None else files.provenance_of(path, version.key, head.metadata)
 
 
-def _own_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
+def _own_entries(files: SealedFiles, path: MemoryPath) -> tuple[list[MemoryVersion], dict[str, str]]:
     """The entries of the key of ``path`` alone, oldest first: one round of requests, and a
-    second only for versions no listed record tells (a HEAD each) and records stored as bodies."""
+    second only for versions no listed record tells (a HEAD each) and records stored as bodies.
+    Beside them, where each redacted version a rename made came from (by version id)."""
     key = files.layout.key_for(path)
     rt = files.round_trip()
     listed = rt.submit(own_versions, files, key)
@@ -79,7 +80,8 @@ def _own_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
     entries = builder.entries(path.display, key, versions, opened)
     listed_ids = {v.version_id for v in versions}
     # A redaction whose delete failed left its version: that version is the entry, not the record.
-    return entries + [e for e in builder.redactions(path.display) if e.version not in listed_ids]
+    redacted = [e for e in builder.redactions(path.display) if e.version not in listed_ids]
+    return entries + redacted, builder.redacted_sources(path.display)
 
 
 def _told(
@@ -123,11 +125,19 @@ def _read_more(
     return [record for record in (r.result() for r in records) if record is not None]
 
 
-def _renamed_from(entry: MemoryVersion) -> MemoryPath | None:
-    if entry.operation != "renamed" or not entry.note.startswith("renamed from "):
+def _renamed_from(entry: MemoryVersion, redacted_sources: Mapping[str, str]) -> MemoryPath | None:
+    """Where the rename that made ``entry`` came from: its note says, or for a redacted copy
+    the rename's record (``redacted_sources``), so its file's history goes on from there."""
+    if entry.operation != "renamed":
+        return None
+    if entry.note.startswith("renamed from "):
+        source = entry.note.removeprefix("renamed from ")
+    elif entry.size is None and entry.version in redacted_sources:
+        source = redacted_sources[entry.version]
+    else:
         return None
     try:
-        return parse_path(entry.note.removeprefix("renamed from "))
+        return parse_path(source)
     except ValueError:
         return None
 
@@ -136,15 +146,18 @@ def _path_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
     """The entries of ``path`` (every file that lived there), and of each file renamed into it
     at every path it lived at before: each (path, file) read once, at most
     :data:`MAX_RENAME_HOPS` of them. A rename is told once, by its arrival."""
-    cache: dict[str, list[MemoryVersion]] = {}
+    cache: dict[str, tuple[list[MemoryVersion], dict[str, str]]] = {}
 
     def entries_of(where: MemoryPath) -> list[MemoryVersion]:
         if where.display not in cache:
             cache[where.display] = _own_entries(files, where)
-        return cache[where.display]
+        return cache[where.display][0]
+
+    def renamed_from(entry: MemoryVersion) -> MemoryPath | None:
+        return _renamed_from(entry, cache[entry.path][1])
 
     collected = list(entries_of(path))
-    pending = [(source, e.file_id) for e in collected if (source := _renamed_from(e)) is not None]
+    pending = [(source, e.file_id) for e in collected if (source := renamed_from(e)) is not None]
     followed: set[tuple[str, str | None]] = set()
     while pending and len(followed) < MAX_RENAME_HOPS:
         source, file_id = pending.pop()
@@ -154,7 +167,7 @@ def _path_entries(files: SealedFiles, path: MemoryPath) -> list[MemoryVersion]:
         for entry in entries_of(source):
             if entry.file_id == file_id:
                 collected.append(entry)
-                earlier = _renamed_from(entry)
+                earlier = renamed_from(entry)
                 if earlier is not None:
                     pending.append((earlier, file_id))
     included = set(cache)

@@ -186,6 +186,12 @@ class Sealer:
         for place in self.places:
             _write_one(self.files, self.history_key, place, record)
 
+    def about(self, path: MemoryPath) -> Sealer:
+        """This sealer (its key, its time) for a record about ``path`` alone: a change that
+        leaves a different record about each path it touches (a redaction's copies)."""
+        at = self.places[0].at_us if self.places else int(time.time() * 1_000_000)
+        return Sealer(self.files, self.wanted, self.history_key, [Place(path_tag(self.files, path.display), at)])
+
     def write_beside(self, record: Mapping[str, Any]) -> None:
         """:meth:`write`, beside the change it records: if the record fails, the change stands
         and is not reported as failed (issued again, it would find nothing to do, or write

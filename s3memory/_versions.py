@@ -3,19 +3,28 @@
 
 A version is found through the file's history, so that one from before a rename (stored
 under the old path's key, bound to the old path) is read where it is. Restoring writes its
-text back as the newest version with compare-and-swap; redacting deletes its ciphertext for
-good after a sealed record has kept who made it and when, and with it every version of the
-search index (``_index``), which may hold that text too.
+text back as the newest version with compare-and-swap. Redacting removes the version's text,
+not one version: every stored version of the tenant that yields it (a rename's copy at
+another path, a restore of it, a key rotation's re-wrap, the same text written again), every
+held write made on it (``_quarantine``), and every version of the search index (``_index``),
+after a sealed record about each version removed has kept who made it and when; refused if
+the text is still some file's current content (:func:`redact`).
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 from . import _envelope as envelope
-from . import _records
+from . import _quarantine, _records
 from ._entries import MemoryVersion
 from ._errors import (
     ConfigurationError,
+    ForeignObjectError,
+    IntegrityError,
     NotADirectoryConflict,
+    ObjectTooLargeError,
     PathExistsError,
     PreconditionFailedError,
     VersionNotFoundError,
@@ -24,7 +33,7 @@ from ._files import SealedFiles
 from ._history import history, own_versions, require_versions
 from ._paths import MemoryPath, parse_path
 from ._provenance import Provenance
-from .stores import ObjectInfo, StoredObject
+from .stores import ObjectInfo, ObjectVersion, StoredObject
 
 
 def _find(files: SealedFiles, path: MemoryPath, version: str) -> MemoryVersion:
@@ -146,9 +155,111 @@ def _last_provenance(files: SealedFiles, path: MemoryPath, key: str) -> Provenan
     return None
 
 
+# -- redaction: the content, wherever it is stored ----------------------------------------------
+@dataclass(frozen=True)
+class _Content:
+    """What identifies the text of the version being redacted: its body (and size), and the
+    SHA-256 of its plaintext when it opens (None: a version that does not open, or too large
+    to read, is matched by its body alone: by ETag when even the body could not be read)."""
+
+    size: int
+    etag: str
+    body: bytes | None
+    digest: str | None
+
+
+@dataclass(frozen=True)
+class _Removed:
+    """One stored version that yields the text: where, which, and its own provenance."""
+
+    path: MemoryPath
+    version: ObjectVersion
+    provenance: Provenance | None
+
+
+def _read_content(files: SealedFiles, where: MemoryPath, key: str, version: str) -> tuple[_Content, Provenance | None]:
+    """Round trip 1's GET of the version itself: its content, and its provenance for the record."""
+    try:
+        stored = _get(files, key, version)
+    except ObjectTooLargeError:
+        head = files.store.head_version(key, version)
+        if head is None:
+            raise VersionNotFoundError(f"Error: {where.display} has no version {version!r}.") from None
+        return _Content(head.size, _records.bare_etag(head.etag), None, None), _provenance_of(files, where, key, head)
+    if stored is None:
+        raise VersionNotFoundError(f"Error: {where.display} has no version {version!r}.")
+    body = bytes(stored.body)
+    try:
+        plaintext, data_key = files.decrypt_with_key(where.display, where.display, body, stored.metadata)
+    except (IntegrityError, ForeignObjectError):  # tampered with: redacted all the same, by its body
+        return _Content(len(body), _records.bare_etag(stored.etag), body, None), None
+    digest = hashlib.sha256(plaintext).hexdigest()
+    content = _Content(len(body), _records.bare_etag(stored.etag), body, digest)
+    return content, files.provenance_in(stored.metadata, key, data_key)
+
+
+def _same_text(files: SealedFiles, path: MemoryPath, version: ObjectVersion, content: _Content) -> _Removed | None:
+    """Round trip 2's GET of one version of the same size: whether it yields the text (the
+    same body: a rename's copy, a key rotation's re-wrap; or the same plaintext: a restore, a
+    write of the same text), with its provenance if it does. A KMS ``Decrypt`` in KMS mode
+    for a body that differs (unless cached)."""
+    try:
+        stored = files.store.get_version(version.key, version.version_id, max_bytes=content.size)
+    except ObjectTooLargeError:
+        stored = None
+    if stored is None:
+        same = content.body is None and _records.bare_etag(version.etag) == content.etag
+        return _Removed(path, version, None) if same else None
+    body = bytes(stored.body)
+    if body == content.body or (content.body is None and _records.bare_etag(stored.etag) == content.etag):
+        return _Removed(path, version, files.provenance_of(path.display, version.key, stored.metadata)[0])
+    if content.digest is None:
+        return None
+    try:
+        plaintext, data_key = files.decrypt_with_key(path.display, path.display, body, stored.metadata)
+    except (IntegrityError, ForeignObjectError):
+        return None  # does not open: it yields nothing
+    if hashlib.sha256(plaintext).hexdigest() != content.digest:
+        return None
+    return _Removed(path, version, files.provenance_in(stored.metadata, version.key, data_key))
+
+
+def _original(provenance: Provenance | None) -> dict[str, object] | None:
+    if provenance is None:
+        return None
+    return {
+        "op": provenance.op,
+        "at": provenance.at_us,
+        "by": provenance.actor,
+        "file": provenance.file,
+        "rev": provenance.rev,
+    }
+
+
+def _counted(count: int, what: str) -> str:
+    return f"{count} {what}{'' if count == 1 else 's'}"
+
+
 def redact(files: SealedFiles, path: MemoryPath, version: str) -> str:
-    """Delete ``version``'s content for good; a record keeps who made it and when."""
-    entry = _find(files, path, version)
+    """Delete ``version``'s text for good wherever the tenant stores it; a record keeps who
+    made each version removed and when.
+
+    The text is identified by content, not by version: every stored version of every file of
+    the tenant with the same body (a rename's copy, a key rotation's re-wrap) or the same
+    plaintext (a restore of it, the same text written again), found among the versions of
+    its size (AES-GCM adds a fixed 16 bytes); every stored version of a held write made on
+    that text or that would leave it; and every version of the search index. Refused, with
+    nothing removed, if that text is still some file's current content.
+
+    Requests, beyond the history that finds the version: round trip 1, the version's GET,
+    the LIST of every version of the tenant's files and of its held writes, and the history
+    key; 2, a GET of each version of that size and of each held write's version; 3, a record
+    per version removed; 4, the search index's versions, the held writes' and the copies'
+    deleted; 5, the version itself (last, so that a failure leaves the redaction to be run
+    again).
+    """
+    version = _checked(path, version)
+    entry = _find(files, path, version)  # the history: refused there if the store keeps no versions
     if entry.current:
         raise ConfigurationError(
             f"Error: Version {version} is the current content of {entry.path}. Edit or delete the file "
@@ -156,25 +267,72 @@ def redact(files: SealedFiles, path: MemoryPath, version: str) -> str:
         )
     where = parse_path(entry.path)
     key = files.layout.key_for(where)
-    original = None
-    head = files.store.head_version(key, version)
-    provenance = _provenance_of(files, where, key, head)
-    if provenance is not None:
-        original = {
-            "op": provenance.op,
-            "at": provenance.at_us,
-            "by": provenance.actor,
-            "file": provenance.file,
-            "rev": provenance.rev,
+    # Round trip 1: the version, every version of the tenant's files and held writes, the history key.
+    rt = files.round_trip()
+    read = rt.submit(_read_content, files, where, key, version)
+    listed = rt.submit(lambda: list(files.store.list_versions(files.layout.memory_prefix)))
+    held = rt.submit(_quarantine.held_versions, files)
+    sealer = rt.submit(_records.sealer, files, [where])
+    rt.wait()
+    content, provenance = read.result()
+    path_of = files.layout.path_reader()
+    candidates = [
+        (found, v)
+        for v in listed.result()
+        if not v.is_delete_marker
+        and v.size == content.size
+        and (v.key, v.version_id) != (key, version)
+        and (found := path_of(v.key)) is not None
+    ]
+    # Round trip 2: each version of that size, and each held write's.
+    rt = files.round_trip()
+    same = [rt.submit(_same_text, files, p, v, content) for p, v in candidates]
+    digest = content.digest
+    holding = (
+        [] if digest is None else [(v, rt.submit(_quarantine.holds_text, files, v, digest)) for v in held.result()]
+    )
+    rt.wait()
+    copies = [r for r in (pending.result() for pending in same) if r is not None]
+    current = next((c for c in copies if c.version.is_latest), None)
+    if current is not None:
+        raise ConfigurationError(
+            f"Error: The text of version {version} of {entry.path} is the current content of "
+            f"{current.path.display}. Edit or delete that file first, then redact this version."
+        )
+    held_doomed = [v for v, pending in holding if pending.result()]
+    # Round trip 3: the records first, so that who and when survive whatever happens next.
+    records = sealer.result()
+    removed = [(where, version, content.etag, provenance)] + [
+        (c.path, c.version.version_id, _records.bare_etag(c.version.etag), c.provenance) for c in copies
+    ]
+    rt = files.round_trip()
+    for at, version_id, etag, made in removed:
+        record = {
+            "op": "redacted",
+            "path": at.display,
+            "version": version_id,
+            "etag": etag,
+            "original": _original(made),
         }
-    etag = "" if head is None else _records.bare_etag(head.etag)  # what a deletion's record names it by
-    # The record first, so that who and when survive whatever happens next.
-    record = {"op": "redacted", "path": entry.path, "version": version, "etag": etag, "original": original}
-    _records.sealer(files, [where]).write(record)
-    # The search index holds the text of every file as it was when each index version was
-    # written, this version's perhaps among them: every version of it goes first (it is
-    # rebuilt lazily from the current files, which this version is not). Before the
-    # version itself, so that a failure here leaves the redaction to be run again.
-    files.store.purge(files.layout.index_prefix)
+        rt.submit(records.about(at).write, record)
+    rt.wait()
+    # Round trip 4: the search index holds the text of every file as it was when each of its
+    # versions was written, this text perhaps among them: every version of it goes (it is
+    # rebuilt lazily from the current files, none of which holds this text). Beside it the
+    # held writes' versions and the copies.
+    rt = files.round_trip()
+    purged = rt.submit(files.store.purge, files.layout.index_prefix)
+    for held_version in held_doomed:
+        rt.submit(files.store.delete_version, held_version.key, held_version.version_id)
+    for c in copies:
+        rt.submit(files.store.delete_version, c.version.key, c.version.version_id)
+    rt.wait()
+    # Round trip 5: the version itself, last: until it is gone, the redaction can be run again.
     files.store.delete_version(key, version)
-    return f"Redacted version {version} of {entry.path}"
+    paths = list(dict.fromkeys([where.display, *sorted({c.path.display for c in copies} - {where.display})]))
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return (
+        f"Redacted version {version} of {entry.path}: removed {_counted(len(removed), 'stored version')} of its "
+        f"text ({shown}), {_counted(len(held_doomed), 'held write')} and "
+        f"{_counted(purged.result(), 'version')} of the search index"
+    )

@@ -195,12 +195,18 @@ def test_redact_needs_yes_and_says_what_it_would_destroy(edited: Cli) -> None:
     refused(
         asked,
         EXIT_USAGE,
-        f"Error: redact destroys the content of version {modified['version']} of /memories/a.md "
-        f"(modified by cli at {when} UTC, 4B) for good; its history entry stays. Add --yes to redact it",
+        f"Error: redact destroys the text of version {modified['version']} of /memories/a.md "
+        f"(modified by cli at {when} UTC, 4B) for good, with every stored copy of it; its history entries stay. "
+        "Add --yes to redact it",
     )
     assert edited("show", "/memories/b.md", "--version", modified["version"]).out == "two\n"  # untouched
     done = edited("redact", "/memories/b.md", modified["version"], "--yes")
-    assert done == Run(0, f"Redacted version {modified['version']} of /memories/a.md\n", "")
+    assert done == Run(
+        0,
+        f"Redacted version {modified['version']} of /memories/a.md: removed 2 stored versions of its text "
+        "(/memories/a.md, /memories/b.md), 0 held writes and 0 versions of the search index\n",
+        "",
+    )
     refused(
         edited("show", "/memories/b.md", "--version", modified["version"]),
         EXIT_REFUSED,
@@ -216,6 +222,21 @@ def test_redact_needs_yes_and_says_what_it_would_destroy(edited: Cli) -> None:
         EXIT_REFUSED,
         "Error: /memories/b.md has no version 'nope'.",
     )
+
+
+def test_redact_removes_the_copy_a_rename_left(edited: Cli) -> None:
+    """Failed before the fix: the rename's copy of the redacted version stayed readable."""
+    deleted, copy, modified, _created = versions(edited, "/memories/b.md")
+    assert (deleted["operation"], copy["operation"], copy["path"]) == ("deleted", "renamed", "/memories/b.md")
+    assert edited("show", "/memories/b.md", "--version", copy["version"]).out == "two\n"
+    done = edited("redact", "/memories/b.md", modified["version"], "--yes")
+    assert done.status == 0 and done.err == "", done
+    refused(
+        edited("show", "/memories/b.md", "--version", copy["version"]),
+        EXIT_REFUSED,
+        f"Error: Version {copy['version']} of /memories/b.md was redacted: its content is gone for good.",
+    )
+    assert "removed 2 stored versions of its text (/memories/a.md, /memories/b.md)" in done.out
 
 
 def test_the_current_version_is_never_redacted(s3memory: Cli) -> None:
@@ -420,9 +441,9 @@ def test_the_redact_refusal_escapes_what_it_quotes(s3memory: Cli, monkeypatch: p
     result = s3memory("redact", "/memories/x.md", EVIL.version)
     assert result.status == EXIT_USAGE and result.out == ""
     assert result.err == (
-        "Error: redact destroys the content of version v1\\x1b]0;pwned\\x07 of /memories/\\x1b[31mred\\u202e.md "
-        "(modified by session:\\x1b[2Jeve\\\\n at 2026-05-01 09:30:00 UTC, 5B) for good; its history entry "
-        "stays. Add --yes to redact it\n"
+        "Error: redact destroys the text of version v1\\x1b]0;pwned\\x07 of /memories/\\x1b[31mred\\u202e.md "
+        "(modified by session:\\x1b[2Jeve\\\\n at 2026-05-01 09:30:00 UTC, 5B) for good, with every stored copy "
+        "of it; its history entries stay. Add --yes to redact it\n"
     )
 
 

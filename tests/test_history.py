@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -157,7 +158,10 @@ def test_redaction_deletes_the_content_for_good_and_keeps_who_and_when(
     with pytest.raises(ConfigurationError, match="is the current content"):
         memory.redact("/memories/a.md", memory.history("/memories/a.md")[0].version)
     reviewer = make_versioned(flavour, actor="admin:carol")
-    assert reviewer.redact("/memories/a.md", leaked.version) == f"Redacted version {leaked.version} of /memories/a.md"
+    assert reviewer.redact("/memories/a.md", leaked.version) == (
+        f"Redacted version {leaked.version} of /memories/a.md: removed 1 stored version of its text "
+        "(/memories/a.md), 0 held writes and 0 versions of the search index"
+    )
     # The ciphertext is gone from the store: no version of the key holds it any more.
     key = memory.layout.key_for(memory._parse("/memories/a.md"))
     assert leaked.version not in [v.version_id for v in memory.store.list_versions(key)]
@@ -417,17 +421,20 @@ def test_a_path_renamed_into_twice_tells_each_rename_apart(make_versioned: MakeV
 
 def test_a_redacted_version_keeps_the_record_of_its_files_rename(make_versioned: MakeVersioned) -> None:
     """The deletion or rename that followed a version is matched to it by its ETag, which a
-    redaction keeps."""
+    redaction keeps (the rename's copy goes too: it holds the same text)."""
     memory = make_versioned("inmemory", actor="cli")
     memory.create("/memories/a.md", "one\n")
     memory.str_replace("/memories/a.md", "one", "two")
     memory.rename("/memories/a.md", "/memories/b.md")
+    memory.str_replace("/memories/b.md", "two", "three")
     before = memory.history("/memories/a.md")
     memory.redact("/memories/a.md", before[1].version)  # the version the rename moved
     after = memory.history("/memories/a.md")
     renamed = [e for e in after if e.note == "renamed to /memories/b.md"]
     assert len(renamed) == 1 and renamed[0].actor == "cli" and renamed[0].verified
-    assert memory.read_version("/memories/b.md", memory.history("/memories/b.md")[0].version) == "two\n"
+    newest, copy = memory.history("/memories/b.md")[:2]
+    assert memory.read_version("/memories/b.md", newest.version) == "three\n"
+    assert (copy.operation, copy.size, copy.verified) == ("renamed", None, True)
 
 
 def test_read_and_restore_on_a_store_without_versions_say_so() -> None:
@@ -545,3 +552,111 @@ def test_changes_wants_aware_times(make_versioned: MakeVersioned) -> None:
     memory.create("/memories/a.md", "a\n")
     with pytest.raises(ConfigurationError, match="aware datetime"):
         memory.changes(since=datetime.datetime(2020, 1, 1))
+
+
+# -- redaction removes the content, not one version (issue 26) -------------------------------------
+# Each of these failed before the fix: a rename's copy, a restored copy, a held write or the
+# current file kept the text a redaction reported gone.
+def stored_texts(memory: EncryptedMemory) -> dict[tuple[str, str], str]:
+    """(path, version id): the text of every stored version of every file of the tenant."""
+    found = {}
+    for version in memory.store.list_versions(memory.layout.memory_prefix):
+        if version.is_delete_marker:
+            continue
+        path = memory.layout.path_for_key(version.key)
+        stored = memory.store.get_version(version.key, version.version_id)
+        assert path is not None and stored is not None
+        plaintext = memory.files.decrypt(path.display, path.display, bytes(stored.body), stored.metadata)
+        found[(path.display, version.version_id)] = plaintext.decode()
+    return found
+
+
+@pytest.mark.parametrize("flavour", VERSIONED)
+def test_redacting_a_version_removes_the_copy_its_rename_made(make_versioned: MakeVersioned, flavour: str) -> None:
+    memory = make_versioned(flavour, actor="session:leaky")
+    memory.create("/memories/a.md", "token: hunter2\n")
+    memory.rename("/memories/a.md", "/memories/b.md")
+    memory.str_replace("/memories/b.md", "hunter2", "(removed)")
+    renamed, original = memory.history("/memories/b.md")[1:]
+    assert (renamed.path, renamed.operation, original.path) == ("/memories/b.md", "renamed", "/memories/a.md")
+    answer = make_versioned(flavour, actor="admin").redact("/memories/a.md", original.version)
+    assert not any("hunter2" in text for text in stored_texts(memory).values())
+    assert answer.startswith(
+        f"Redacted version {original.version} of /memories/a.md: removed 2 stored versions of its text "
+        "(/memories/a.md, /memories/b.md), 0 held writes and "
+    ), answer
+    for path, version in [("/memories/b.md", renamed.version), ("/memories/a.md", original.version)]:
+        with pytest.raises(VersionNotFoundError, match="was redacted"):
+            memory.read_version(path, version)
+    entries = memory.history("/memories/b.md")
+    assert [(e.path, e.operation, e.size is None, e.verified) for e in entries] == [
+        ("/memories/b.md", "modified", False, True),
+        ("/memories/b.md", "renamed", True, True),
+        ("/memories/a.md", "created", True, True),
+    ]
+    assert entries[1].note.startswith("redacted by admin at ") and entries[1].note.endswith(
+        "(renamed from /memories/a.md)"
+    )
+
+
+def test_redacting_the_copy_removes_the_original_and_keeps_the_earlier_history(
+    make_versioned: MakeVersioned,
+) -> None:
+    memory = make_versioned("inmemory", actor="cli")
+    memory.create("/memories/a.md", "draft\n")
+    memory.str_replace("/memories/a.md", "draft", "token: hunter2")
+    memory.rename("/memories/a.md", "/memories/b.md")
+    memory.str_replace("/memories/b.md", "hunter2", "(removed)")
+    copy = memory.history("/memories/b.md")[1]
+    assert (copy.path, copy.operation) == ("/memories/b.md", "renamed")
+    memory.redact("/memories/b.md", copy.version)
+    assert not any("hunter2" in text for text in stored_texts(memory).values())
+    entries = memory.history("/memories/b.md")
+    assert [(e.path, e.operation, e.size is None) for e in entries] == [
+        ("/memories/b.md", "modified", False),
+        ("/memories/b.md", "renamed", True),
+        ("/memories/a.md", "modified", True),
+        ("/memories/a.md", "created", False),
+    ]
+    assert memory.read_version("/memories/b.md", entries[-1].version) == "draft\n"
+    assert memory.history("/memories/a.md")[0].note == "renamed to /memories/b.md"  # its record still told
+
+
+@pytest.mark.parametrize("how", ["renamed", "restored", "written again"])
+def test_a_version_whose_text_is_still_current_is_refused(make_versioned: MakeVersioned, how: str) -> None:
+    memory = make_versioned("inmemory")
+    memory.create("/memories/a.md", "token: hunter2\n")
+    leaked = memory.history("/memories/a.md")[0]
+    current = "/memories/b.md"
+    if how == "renamed":
+        memory.rename("/memories/a.md", current)
+    else:
+        memory.str_replace("/memories/a.md", "hunter2", "(removed)")
+        if how == "restored":
+            memory.restore("/memories/a.md", leaked.version)
+            current = "/memories/a.md"
+        else:
+            memory.create(current, "token: hunter2\n")
+    before = stored_texts(memory)
+    with pytest.raises(ConfigurationError, match=f"is the current content of {re.escape(current)}"):
+        memory.redact("/memories/a.md", leaked.version)
+    assert stored_texts(memory) == before  # nothing was removed
+    assert [r.path for r in memory.search("hunter2")] == [current]
+
+
+def test_a_restored_copy_of_the_text_goes_with_it(make_versioned: MakeVersioned) -> None:
+    memory = make_versioned("inmemory")
+    memory.create("/memories/a.md", "token: hunter2\n")
+    memory.str_replace("/memories/a.md", "hunter2", "x")
+    leaked = memory.history("/memories/a.md")[1]
+    memory.restore("/memories/a.md", leaked.version)
+    memory.str_replace("/memories/a.md", "hunter2", "y")
+    answer = memory.redact("/memories/a.md", leaked.version)
+    assert not any("hunter2" in text for text in stored_texts(memory).values())
+    assert "removed 2 stored versions of its text (/memories/a.md)" in answer
+    assert [(e.operation, e.size is None, e.verified) for e in memory.history("/memories/a.md")] == [
+        ("modified", False, True),
+        ("restored", True, True),
+        ("modified", False, True),
+        ("created", True, True),
+    ]

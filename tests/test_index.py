@@ -21,6 +21,7 @@ from conftest import BUCKET, MASTER_KEY
 from hypothesis import HealthCheck, given, settings
 
 from s3memory import (
+    ConfigurationError,
     EncryptedMemory,
     InMemoryStore,
     IntegrityError,
@@ -709,6 +710,24 @@ def test_redaction_purges_every_version_of_the_index(versioned: MakeMemory, flav
     assert "hunter2" not in "".join(t or "" for t in index_entries(memory).values())
     PROCESS_INDEX_CACHE.clear()
     assert found(versioned(flavour), "hunter2") == []
+
+
+@pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local"])
+def test_a_redaction_whose_text_is_current_elsewhere_is_refused_and_keeps_the_index(
+    versioned: MakeMemory, flavour: str
+) -> None:
+    """A version whose rename's copy is the current file: failed before the fix (accepted,
+    reported redacted, the index purged, and its text indexed again from the copy)."""
+    memory = versioned(flavour)
+    memory.create("/memories/a.md", "token: hunter2\n")
+    leaked = memory.history("/memories/a.md")[0]
+    memory.rename("/memories/a.md", "/memories/b.md")
+    assert found(memory, "hunter2") == ["/memories/b.md"]
+    index_versions = list(memory.store.list_versions(memory.layout.index_prefix))
+    with pytest.raises(ConfigurationError, match=r"is the current content of /memories/b\.md"):
+        memory.redact("/memories/a.md", leaked.version)
+    assert list(memory.store.list_versions(memory.layout.index_prefix)) == index_versions  # not purged
+    assert memory.read_version("/memories/a.md", leaked.version) == "token: hunter2\n"
 
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local"])

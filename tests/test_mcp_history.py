@@ -167,6 +167,22 @@ async def test_show_version_gives_the_text_and_cuts_a_long_one() -> None:
 
 
 @pytest.mark.anyio
+async def test_show_version_refuses_the_copy_of_a_redacted_version() -> None:
+    """Failed before the fix: the rename's copy of a redacted version was still shown."""
+    memory = edited(new_memory())
+    copy, modified = memory.history("/memories/b.md")[1:3]
+    assert (copy.operation, modified.path) == ("renamed", "/memories/a.md")
+    open_memory(user_id="alice", master_key=MASTER_KEY, store=memory.store, actor="admin").redact(
+        "/memories/a.md", modified.version
+    )
+    async with Client(build_server(lambda: memory)) as client:
+        assert await call(client, "memory_show_version", path="/memories/b.md", version=copy.version) == (
+            True,
+            f"Error: Version {copy.version} of /memories/b.md was redacted: its content is gone for good.",
+        )
+
+
+@pytest.mark.anyio
 async def test_log_with_each_filter_and_the_limit() -> None:
     memory = edited(new_memory())
     bob = open_memory(user_id="alice", store=memory.store, master_key=MASTER_KEY, actor="session:bob")

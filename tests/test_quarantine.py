@@ -402,6 +402,49 @@ def test_reject_of_an_unknown_id() -> None:
     assert str(caught.value) == "Error: There is no pending write '0123456789abcdef'."
 
 
+# -- redaction ---------------------------------------------------------------------------------
+def held_texts(memory: EncryptedMemory) -> list[str]:
+    """The plaintext of every stored version of every pending object (rejected ones too)."""
+    found = []
+    for version in memory.store.list_versions(memory.layout.pending_prefix):
+        if version.is_delete_marker:
+            continue
+        stored = memory.store.get_version(version.key, version.version_id)
+        assert stored is not None
+        pending_id = version.key.rsplit("/", 1)[1]
+        plaintext = memory.files.decrypt(quarantine._name(pending_id), version.key, bytes(stored.body), stored.metadata)
+        found.append(plaintext.decode())
+    return found
+
+
+@pytest.mark.parametrize("flavour", ["inmemory", "s3-kms"])
+def test_redaction_removes_the_held_writes_made_on_that_text(
+    make_memory: MakeMemory, flavour: str, request: pytest.FixtureRequest
+) -> None:
+    """A held edit holds the whole file it was made on; a rejected one is still a version of
+    its object. Failed before the fix: both kept the text after its only version was redacted."""
+    if flavour.startswith("s3"):
+        request.getfixturevalue("s3_client").put_bucket_versioning(
+            Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"}
+        )
+    model = make_memory(flavour, instruction_policy="quarantine")
+    model.create("/memories/a.md", "token: hunter2\n")
+    for _ in range(2):
+        with pytest.raises(WriteHeldError):
+            model.insert("/memories/a.md", 1, POISON)
+    model.reject(model.pending()[0].id)
+    model.str_replace("/memories/a.md", "hunter2", "(removed)")
+    with pytest.raises(WriteHeldError):  # made on the clean text: kept
+        model.insert("/memories/a.md", 1, POISON)
+    assert sum("hunter2" in text for text in held_texts(model)) == 2
+    leaked = model.history("/memories/a.md")[1]
+    answer = model.redact("/memories/a.md", leaked.version)
+    assert not any("hunter2" in text for text in held_texts(model))
+    assert "removed 1 stored version of its text (/memories/a.md), 2 held writes and " in answer
+    (kept,) = model.pending()
+    assert kept.text == "token: (removed)\n" + POISON
+
+
 # -- hostile pending objects ------------------------------------------------------------------
 def _held(memory: EncryptedMemory, path: str = "/memories/a.md") -> PendingWrite:
     with pytest.raises(WriteHeldError):
