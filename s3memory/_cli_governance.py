@@ -32,6 +32,7 @@ from ._cli_output import (
     printable,
 )
 from ._errors import ConfigurationError, S3MemoryError
+from ._mounts import shadowed_by
 from ._render import format_size
 
 
@@ -39,12 +40,14 @@ from ._render import format_size
 @_command(json_output=True)
 @click.pass_context
 def info(ctx: click.Context) -> None:
-    """Show the tenant, where its memory is, how it is keyed, and its file count and size.
+    """Show the tenant, where its memory is, how it is keyed, and its file count and size;
+    with --mounts, how many of its files each mount hides (their first directory is the
+    mount's name, or reads as it).
 
     \b
     --json: {"user": ..., "store": ..., "key_prefix": ..., "key_mode": "tenant" or "kms",
              "kms_key_id": ... or null, "master_key_file": ... or null,
-             "files": N, "directories": N, "bytes": N}
+             "files": N, "directories": N, "bytes": N, "hidden_by_mounts": {MOUNT: N}}
     """
     settings = _settings(ctx)
     with _memory(ctx) as memory:
@@ -53,6 +56,7 @@ def info(ctx: click.Context) -> None:
         prefix = memory.layout.memory_prefix
     directories = {str(PurePosixPath(e.path).parent) for e in entries} - {ROOT}
     total = sum(e.size for e in entries)
+    hidden = {name: len(paths) for name, paths in shadowed_by((e.path for e in entries), settings.mounts).items()}
     local_key = settings.key_mode == "tenant" and not settings.kms_key_id
     if _state(ctx).json:
         _print_json(
@@ -66,6 +70,7 @@ def info(ctx: click.Context) -> None:
                 "files": len(entries),
                 "directories": len(directories),
                 "bytes": total,
+                "hidden_by_mounts": hidden,
             }
         )
         return
@@ -91,6 +96,10 @@ def info(ctx: click.Context) -> None:
         ("files", str(len(entries))),
         ("directories", str(len(directories))),
         ("size", f"{format_size(total)} ({total:,} bytes of plaintext)"),
+        *(
+            ("hidden", f"{count:,} file(s) under /memories/{name}/ or a name reading as it, by that mount")
+            for name, count in sorted(hidden.items())
+        ),
     ):
         table.add_row(label, Text(value))
     _console().print(table)

@@ -38,7 +38,7 @@ import click
 from ._config import ENVIRONMENT, Settings, in_setting_names
 from ._errors import ConfigurationError, IntegrityError, S3MemoryError, StorageError
 from ._memory import EncryptedMemory
-from ._mounts import MountedMemory
+from ._mounts import MountedMemory, notice_shadowing
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -345,9 +345,19 @@ def _memory(ctx: click.Context) -> AbstractContextManager[EncryptedMemory]:
     return _opened(_settings(ctx).open)
 
 
-def _tree(ctx: click.Context) -> AbstractContextManager[EncryptedMemory | MountedMemory]:
-    """The tree the model sees: the configured memory with ``--mounts`` below it, if any."""
-    return _opened(_settings(ctx).open_tree)
+@contextmanager
+def _tree(ctx: click.Context) -> Iterator[EncryptedMemory | MountedMemory]:
+    """The tree the model sees: the configured memory with ``--mounts`` below it, if any.
+    With mounts, a warning on stderr for each mount that hides files of the user's own store
+    (:meth:`MountedMemory.shadowing_mounts`: one round trip, a LIST of at most one key per mount)."""
+    with _opened(_settings(ctx).open_tree) as memory:
+        for mount in notice_shadowing(memory):
+            click.echo(
+                f"s3memory: warning: files of your own store under {mount.path} are hidden by the memory store "
+                f"mounted there; run without --mounts ({ENVIRONMENT['mounts'][0]}) to see them",
+                err=True,
+            )
+        yield memory
 
 
 def _print_json(document: object) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import functools
 import hashlib
 import random
 import re
@@ -176,8 +177,9 @@ def _listed_in_tree(tree: MountedMemory, prefix: str, depth: int | None) -> buil
             return []  # a mount's files are one level below /memories at least
         return listed_in(memory, mount.path, None if depth is None else depth - 1)
 
-    listings = [tree._executor().submit(in_store, entry) for entry in tree.stores()]
-    return sorted((info for listing in listings for info in listing.result()), key=lambda info: info.path)
+    # On the tree's workers, every store's requests counted in this call's span.
+    listings = tree._at_once([functools.partial(in_store, entry) for entry in tree.stores()])
+    return sorted((info for listing in listings for info in listing), key=lambda info: info.path)
 
 
 def _write_operation(precondition: object) -> str:

@@ -10,7 +10,8 @@ Every field is escaped, so no description can close the block or fake a tag or a
 than newline and tab, bidi overrides, zero-width characters, line and paragraph separators) is
 shown as a ``\\uXXXX`` escape, the CLI's policy for untrusted text. This keeps the block
 well-formed; it is no defence against an application that writes hostile instructions itself.
-Pure: no request, no SDK.
+Given mounts, pure: no request, no SDK. Given a ``MountedMemory``, one round trip (a LIST of
+at most one key per mount) to say which mounts hide files of the user's own store.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from ._errors import ConfigurationError
-from ._mounts import Mount
+from ._mounts import Mount, notice_shadowing
 
 __all__ = ["memory_stores_prompt"]
 
@@ -47,15 +48,25 @@ def escape(text: str) -> str:
     return _MAY_NEED_ESCAPE.sub(lambda match: _visible(match.group()), html.escape(text, quote=True))
 
 
-def _store(attributes: dict[str, str], description: str, instructions: str) -> list[str]:
+def _store(attributes: dict[str, str], description: str, instructions: str, note: str = "") -> list[str]:
     shown = " ".join(f'{key}="{escape(value)}"' for key, value in attributes.items())
     lines = [f"<memory_store {shown}>"]
     if description:
         lines.append(f"<description>{escape(description)}</description>")
     if instructions:
         lines.append(f"<instructions>{escape(instructions)}</instructions>")
+    if note:
+        lines.append(f"<note>{escape(note)}</note>")
     lines.append("</memory_store>")
     return lines
+
+
+def shadowing_note(mount: Mount) -> str:
+    """What the block says of a mount that hides files of the user's own store."""
+    return (
+        f"Your own store also has files under {mount.path}; they are hidden while this store is "
+        "mounted there, and cannot be read or changed through /memories."
+    )
 
 
 def _mounts_of(memory: object) -> tuple[Mount, ...]:
@@ -74,7 +85,10 @@ def memory_stores_prompt(mounts: object, *, own_description: str | None = None) 
 
     Args:
         mounts: the mounted stores: a sequence of :class:`~s3memory.Mount`, or a memory with
-            a ``mounts`` attribute (a :class:`~s3memory.MountedMemory`).
+            a ``mounts`` attribute (a :class:`~s3memory.MountedMemory`). Given the memory, a
+            mount under whose name the user's own store has files (hidden while it is
+            mounted) gets a ``<note>`` saying so: one round trip, a LIST of at most one key
+            per mount (a failed one is logged and taken as no such files).
         own_description: what the user's own store at ``/memories/`` holds, if worth saying.
 
     Returns:
@@ -92,10 +106,12 @@ def memory_stores_prompt(mounts: object, *, own_description: str | None = None) 
         raise ConfigurationError("own_description must be a string")
     if not stores and not own_description:
         return ""
+    shadowing = {mount.name for mount in notice_shadowing(mounts)} if stores else set()
     lines = ["<memory_stores>", INTRODUCTION]
     lines += _store({"path": "/memories/", "access": "read_write"}, own_description or "", "")
     for mount in stores:
         attributes = {"path": mount.path, "access": mount.access, "name": mount.name}
-        lines += _store(attributes, mount.description, mount.instructions)
+        note = shadowing_note(mount) if mount.name in shadowing else ""
+        lines += _store(attributes, mount.description, mount.instructions, note)
     lines.append("</memory_stores>")
     return "\n".join(lines)

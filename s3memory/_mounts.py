@@ -5,20 +5,28 @@ A mount is another tenant's store (its own tenant id, keys and history) shown at
 each user's own learnings, as Managed Agents memory stores attach up to 8 stores to a
 session. Nothing about a mount is written into the bucket: the mounted store reads the same
 whether it is mounted or opened directly.
+
+Over 400 lines, kept whole: the router's checks (which store a path is in, the names that
+read as a mount's and the own files a mount hides) are what keeps one store's files apart
+from another's, and are reviewed together.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 import threading
-from collections.abc import Callable, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from . import _render as render
+from . import _telemetry
 from ._entries import MemoryVersion
-from ._errors import ConfigurationError, InvalidCommandError, PathExistsError
+from ._errors import ConfigurationError, InvalidCommandError, InvalidPathError, PathExistsError, S3MemoryError
 from ._files import plaintext_size
 from ._memory import EncryptedMemory, FileEntry, run_command, search, search_answer
 from ._paths import ROOT, MemoryPath, parse_path, validate_tenant
@@ -26,6 +34,7 @@ from ._search import DEFAULT_LIMIT, SearchResult
 from .stores import ObjectInfo
 
 T = TypeVar("T")
+log = logging.getLogger("s3memory")
 
 Access = Literal["read_only", "read_write"]
 ACCESS_MODES: tuple[Access, ...] = ("read_only", "read_write")
@@ -88,6 +97,27 @@ class Mount:
         return f"/memories/{self.name}/"
 
 
+def folded_name(segment: str) -> str:
+    """A first path segment as compared with the mount names: NFKC, case-folded, NFKC again
+    (Unicode's NFKC_Casefold but for ignorables, which no path holds), so that ``Standards``,
+    ``STANDARDS``, the full-width letters and ``\u017ftandards`` (long s) all read as ``standards``."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", segment).casefold())
+
+
+def shadowed_by(paths: Iterable[str], mounts: Iterable[Mount]) -> dict[str, list[str]]:
+    """The paths of the user's own store (as shown: ``/memories/team/x``) that a mount hides,
+    by mount name: those whose first segment is the mount's name, or reads as it
+    (:func:`folded_name`). Pure: from a listing already made."""
+    names = {folded_name(mount.name): mount.name for mount in mounts}
+    hidden: dict[str, list[str]] = {}
+    for path in paths:
+        parts = path.split("/")
+        name = names.get(folded_name(parts[2])) if len(parts) > 3 else None
+        if name is not None:
+            hidden.setdefault(name, []).append(path)
+    return hidden
+
+
 def check_mounts(mounts: object, own_user_id: str) -> tuple[Mount, ...]:
     """The mounts, validated together: at most 8, distinct names and tenants, never the
     user's own tenant (mounting it read-only would be a read-only view of a writable store).
@@ -103,7 +133,7 @@ def check_mounts(mounts: object, own_user_id: str) -> tuple[Mount, ...]:
             raise ConfigurationError("mounts must be a list of s3memory.Mount")
     if len(checked) > MAX_MOUNTS:
         raise ConfigurationError(f"at most {MAX_MOUNTS} memory stores can be mounted, not {len(checked)}")
-    names, tenants = [m.name for m in checked], [m.user_id for m in checked]
+    names, tenants = [folded_name(m.name) for m in checked], [m.user_id for m in checked]
     if len(set(names)) != len(names):
         raise ConfigurationError("two mounts have the same name")
     if len(set(tenants)) != len(tenants):
@@ -121,13 +151,17 @@ class MountedMemory:
     read only with its own keys, so nothing of one store opens as another's. ``view`` of
     ``/memories`` lists every store in one round trip (the stores' listings concurrently)
     and shows each mount point as a directory, also when empty. A file of the own store
-    whose first segment is a mount name is shadowed: not shown and not reachable here.
+    whose first segment is a mount name, or reads as one (``Team``, full-width ``TEAM``:
+    compared by :func:`folded_name`), is shadowed: not shown and not reachable here; ``view``
+    of ``/memories`` says how many there are (:meth:`shadowing_mounts` asks for each mount).
 
-    Refused before any request: a change touching a ``read_only`` mount
-    (:class:`~s3memory.ReadOnlyMountError`); deleting or renaming a mount point, or renaming
-    onto one; a rename from one store to another (a rename is a server-side copy under one
-    tenant's keys, with one tenant's intent record to finish it after a fault; across two
-    tenants neither holds; create the file at the new path and delete the old one instead).
+    Refused before any request: a path whose first segment reads as a mount's name without
+    being it (no writable twin beside a read-only store, no second spelling of a mount); a
+    change touching a ``read_only`` mount (:class:`~s3memory.ReadOnlyMountError`); deleting
+    or renaming a mount point, or renaming onto one; a rename from one store to another (a
+    rename is a server-side copy under one tenant's keys, with one tenant's intent record to
+    finish it after a fault; across two tenants neither holds; create the file at the new
+    path and delete the old one instead).
     """
 
     def __init__(self, own: EncryptedMemory, mounted: Sequence[tuple[Mount, EncryptedMemory]]) -> None:
@@ -153,6 +187,7 @@ class MountedMemory:
                 )
         self.own = own
         self.mounted: dict[str, tuple[Mount, EncryptedMemory]] = {mount.name: (mount, m) for mount, m in mounted}
+        self._folded = {folded_name(name): name for name in self.mounted}
         self.limits = own.limits
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -182,8 +217,18 @@ class MountedMemory:
     def each_store(self, call: Callable[[EncryptedMemory], T]) -> list[T]:
         """``call`` on every store at once (own first); each store runs its own requests on
         its own workers, so a call may issue round trips of its own without deadlock."""
-        futures = [self._executor().submit(call, memory) for _, memory in self.stores()]
-        return [future.result() for future in futures]
+        return self._at_once([functools.partial(call, memory) for _, memory in self.stores()])
+
+    def _at_once(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """The calls on the tree's workers, their requests counted as one round trip of the
+        current command's span (if one records)."""
+        counted = _telemetry.fork()
+        bound = [counted.bind(call) for call in calls] if counted is not None else list(calls)
+        futures = [self._executor().submit(call) for call in bound]
+        results = [future.result() for future in futures]
+        if counted is not None:
+            counted.join()
+        return results
 
     # -- routing ---------------------------------------------------------------------------
     def route(self, path: object) -> tuple[Mount | None, EncryptedMemory, MemoryPath]:
@@ -193,27 +238,38 @@ class MountedMemory:
             InvalidPathError: ``path`` is not a valid path under ``/memories``.
         """
         parsed = parse_path(path, max_path_bytes=self.limits.max_path_bytes)
-        if parsed.parts and parsed.parts[0] in self.mounted:
-            mount, memory = self.mounted[parsed.parts[0]]
-            return mount, memory, parsed
+        if parsed.parts:
+            first = parsed.parts[0]
+            if first in self.mounted:
+                mount, memory = self.mounted[first]
+                return mount, memory, parsed
+            name = self._folded.get(folded_name(first))
+            if name is not None:
+                raise InvalidPathError(
+                    f"Error: Cannot use {parsed.display}: /memories/{first} reads as /memories/{name}, where a "
+                    f"memory store is mounted; use /memories/{name}/ for that store, another name for your own files"
+                )
         return None, self.own, parsed
 
     def _mount_point(self, mount: Mount | None, parsed: MemoryPath) -> bool:
         return mount is not None and len(parsed.parts) == 1
 
     def is_shadowed(self, shown_path: str) -> bool:
-        """Whether a path of the own store (as shown: ``/memories/team/x``) lies under a mount's name."""
+        """Whether a path of the own store (as shown: ``/memories/team/x``) lies under a
+        mount's name, or a name that reads as one (:func:`folded_name`)."""
         parts = shown_path.split("/")
-        return len(parts) > 2 and parts[2] in self.mounted
+        return len(parts) > 2 and folded_name(parts[2]) in self._folded
 
-    def _all_files(self) -> list[tuple[MemoryPath, ObjectInfo]]:
-        """Every file of every store as shown in the tree (own files under a mount name left out)."""
+    def _all_files(self) -> tuple[list[tuple[MemoryPath, ObjectInfo]], dict[str, list[str]]]:
+        """Every file of every store as shown in the tree (own files under a mount's name left
+        out), and those left out by mount name."""
         root = MemoryPath("")
         listings = self.each_store(lambda memory: memory.files.files_under(root))
         merged = [(path, info) for path, info in listings[0] if not self.is_shadowed(path.display)]
+        hidden = shadowed_by((path.display for path, _ in listings[0]), self.mounts)
         for name, listing in zip(self.mounted, listings[1:], strict=True):
             merged.extend((MemoryPath(f"{name}/{path.relative}"), info) for path, info in listing)
-        return merged
+        return merged, hidden
 
     # -- the six commands ---------------------------------------------------------------------
     def execute(self, command: object) -> str:
@@ -223,9 +279,16 @@ class MountedMemory:
     def view(self, path: str, view_range: object = None) -> str:
         _, memory, parsed = self.route(path)
         if not parsed.is_root:
-            return memory.view(path, view_range)
-        sizes = [(file_path, plaintext_size(info)) for file_path, info in self._all_files()]
-        return render.directory_view(parsed, sizes, self.limits.max_view_chars, extra_dirs=self.mounted)
+            return memory.view(path, view_range)  # that store's span
+        return self._view_root(parsed)
+
+    @_telemetry.traced("view", _telemetry.SEARCH)
+    def _view_root(self, parsed: MemoryPath) -> str:
+        """``view /memories``: every store's files, and a word on own files a mount hides."""
+        files, hidden = self._all_files()
+        sizes = [(file_path, plaintext_size(info)) for file_path, info in files]
+        listing = render.directory_view(parsed, sizes, self.limits.max_view_chars, extra_dirs=self.mounted)
+        return listing + shadow_notice(hidden)
 
     def create(self, path: str, file_text: object) -> str:
         memory = self.route(path)[1]
@@ -292,8 +355,12 @@ class MountedMemory:
         """As :meth:`EncryptedMemory.list_files`; at the root, every store's files."""
         _, memory, parsed = self.route(path)
         if not parsed.is_root:
-            return memory.list_files(path)
-        return sorted(FileEntry(p.display, plaintext_size(info)) for p, info in self._all_files())
+            return memory.list_files(path)  # that store's span
+        return self._list_root()
+
+    @_telemetry.traced("list_files", _telemetry.SEARCH, records=len)
+    def _list_root(self) -> list[FileEntry]:
+        return sorted(FileEntry(p.display, plaintext_size(info)) for p, info in self._all_files()[0])
 
     # -- search -----------------------------------------------------------------------------
     def search_corpus(self, path_prefix: str | None = None) -> list[tuple[str, str]]:
@@ -302,25 +369,41 @@ class MountedMemory:
         if path_prefix is not None:
             _, memory, parsed = self.route(path_prefix)
             if not parsed.is_root:
+                _telemetry.note_store(memory)  # that store's, not the own one the span began with
                 return memory.search_corpus(path_prefix)
         corpora = self.each_store(lambda memory: memory.search_corpus())
         own = [(path, text) for path, text in corpora[0] if not self.is_shadowed(path)]
         return own + [document for corpus in corpora[1:] for document in corpus]
 
+    # One span each, as over one store: search_corpus of a store makes none.
+    @_telemetry.traced("search", _telemetry.SEARCH, records=len)
     def search(
         self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT
     ) -> list[SearchResult]:
         """As :meth:`EncryptedMemory.search`, over the user's store and every mount."""
         return search(self, query, path_prefix, limit)[0]
 
+    @_telemetry.traced("search", _telemetry.SEARCH)
     def search_answer(self, query: object, path_prefix: str | None = None, limit: object = DEFAULT_LIMIT) -> str:
         """As :meth:`EncryptedMemory.search_answer`, over the user's store and every mount."""
         return search_answer(self, query, path_prefix, limit)
 
     def shadowed(self) -> list[str]:
-        """Files of the own store hidden by a mount point of the same name."""
+        """Files of the own store hidden by a mount (its name, or one that reads as it): a
+        listing of the whole own store. :meth:`shadowing_mounts` is cheaper."""
         files = self.own.files.files_under(MemoryPath(""))
         return sorted(p.display for p, _ in files if self.is_shadowed(p.display))
+
+    def shadowing_mounts(self) -> list[Mount]:
+        """The mounts under whose exact name the user's own store has files (hidden in this
+        tree): one LIST of at most one key per mount, all at once (one round trip; none
+        without mounts). A name that only reads as a mount's (``Team/``) is not looked for
+        here: :meth:`shadowed` and ``view /memories`` find those too."""
+        if not self.mounted or not self.own.files.names_ready():
+            return []
+        has_files = self.own.files.has_objects_under
+        found = self._at_once([functools.partial(has_files, MemoryPath(name)) for name in self.mounted])
+        return [mount for mount, hides in zip(self.mounts, found, strict=True) if hides]
 
     def clear_all(self) -> str:
         """Delete every file of the user's own store; mounted stores are left as they are."""
@@ -353,6 +436,35 @@ class MountedMemory:
     def changes(self, path_prefix: str = ROOT, **filters: Any) -> list[MemoryVersion]:
         """:meth:`EncryptedMemory.changes` of the user's own store."""
         return self._own_history(path_prefix).changes(path_prefix, **filters)
+
+
+def shadow_notice(hidden: dict[str, list[str]]) -> str:
+    """What ``view /memories`` adds when mounts hide own files (``""`` when none do): how
+    many, and under which names, never which files."""
+    if not hidden:
+        return ""
+    where = []
+    for name, paths in sorted(hidden.items()):
+        spellings = sorted({path.split("/")[2] for path in paths})
+        shown = ", ".join(f"/memories/{spelling}/" for spelling in spellings)
+        count = len(paths)
+        where.append(f"{count:,} {'file' if count == 1 else 'files'} under {shown} (mount /memories/{name}/)")
+    return (
+        "\n\nNote: files of your own store under a mounted store's name are hidden while it is mounted, "
+        "and cannot be read or changed here: " + "; ".join(where) + "."
+    )
+
+
+def notice_shadowing(memory: object) -> list[Mount]:
+    """:meth:`MountedMemory.shadowing_mounts` of ``memory`` if it is one, else ``[]``; a
+    failed request is logged and taken as none (the command it precedes will report it)."""
+    if not isinstance(memory, MountedMemory):
+        return []
+    try:
+        return memory.shadowing_mounts()
+    except S3MemoryError as error:
+        log.info("could not check for own files hidden by mounts: %s", type(error).__name__)
+        return []
 
 
 _MOUNT_FIELDS = {"name", "user_id", "access", "description", "instructions", "encrypt_names"}

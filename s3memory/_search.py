@@ -3,10 +3,16 @@ the answer the model reads. Pure: no store, no keys, no I/O (the texts come from
 
 - **Query** (:func:`parse_query`): terms split on whitespace; ``"a quoted phrase"`` is one
   term (its inner whitespace collapsed to single spaces; an unclosed quote runs to the end).
-  Matching is case-insensitive (``str.casefold``). At most 1,000 characters.
+  Matching is case-insensitive (``str.casefold``). At most 1,000 characters and
+  :data:`MAX_TERMS` distinct terms.
 - **Match:** a file matches when its text contains every term (anywhere); a line is reported
   when it contains any term, at most :data:`LINES_PER_FILE` per file (those with the most
   distinct terms, then the most hits, then the first), shown in line order.
+- **Cost:** bounded whatever the query's shape: one check per term over a file's text (until
+  one is missing), then one regular-expression scan (an alternation of the terms) that skips
+  the lines without a hit and counts each line's hits in one pass, not one per term. Only
+  when two terms can overlap (one inside the other, or one's end the other's start) are a hit
+  line's terms counted one by one, to count as :meth:`str.count` does.
 - **Rank:** by the distinct terms on the file's best line, then total hits, then path.
 - **Snippet:** the line, or :data:`SNIPPET_CHARS` characters of it around its first hit with
   ``…`` where it was cut; cut between whole characters (never between a letter and its
@@ -16,6 +22,7 @@ the answer the model reads. Pure: no store, no keys, no I/O (the texts come from
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +31,8 @@ from ._errors import InvalidCommandError
 from ._render import LINE_NUMBER_WIDTH, short_repr
 
 MAX_QUERY_CHARS = 1_000
+#: Distinct terms a query may have: each costs a scan of every file's text.
+MAX_TERMS = 32
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
 LINES_PER_FILE = 3
@@ -53,7 +62,8 @@ class SearchResult:
 
 def parse_query(query: object) -> Query:
     """The terms of ``query``. InvalidCommandError if it is not a string, is empty (or only
-    whitespace and quotes), or is over 1,000 characters."""
+    whitespace and quotes), is over 1,000 characters or has over :data:`MAX_TERMS` distinct
+    terms."""
     if not isinstance(query, str):
         raise InvalidCommandError(f"Error: Invalid `query` parameter: {short_repr(query)}. It should be a string.")
     if len(query) > MAX_QUERY_CHARS:
@@ -61,16 +71,21 @@ def parse_query(query: object) -> Query:
             f"Error: The query is {len(query):,} characters long, over the limit of {MAX_QUERY_CHARS:,}. "
             "Search for a few distinctive words instead."
         )
-    terms: list[str] = []
+    terms: dict[str, None] = {}  # each term once, in order
     for quoted, part in enumerate(query.split('"')):
         pieces = [" ".join(part.split())] if quoted % 2 else part.split()
         for piece in pieces:
             term = piece.casefold()
-            if term and term not in terms:
-                terms.append(term)
+            if term:
+                terms[term] = None
     if not terms:
         raise InvalidCommandError(
             'Error: The query is empty. Give one or more words, or a "quoted phrase", to search for.'
+        )
+    if len(terms) > MAX_TERMS:
+        raise InvalidCommandError(
+            f"Error: The query has {len(terms):,} distinct terms, over the limit of {MAX_TERMS}. "
+            "Search for a few distinctive words instead."
         )
     return Query(query, tuple(terms))
 
@@ -82,14 +97,6 @@ def check_limit(limit: object) -> int:
             f"Error: Invalid `limit` parameter: {short_repr(limit)}. It should be an integer from 1 to {MAX_LIMIT}."
         )
     return limit
-
-
-@dataclass(frozen=True)
-class _Line:
-    number: int
-    distinct: int
-    hits: int
-    text: str
 
 
 def _folded_position(line: str, folded: str, position: int) -> int:
@@ -156,31 +163,69 @@ def snippet(line: str, hit: int, hit_length: int) -> str:
     return (ELLIPSIS if start > 0 else "") + line[start:end] + (ELLIPSIS if end < len(line) else "")
 
 
-def _match(text: str, terms: tuple[str, ...]) -> tuple[int, int, list[tuple[int, str]]] | None:
+def _may_overlap(terms: tuple[str, ...]) -> bool:
+    """Whether two of ``terms`` can share characters in a text: one inside the other, or an
+    end of one the start of the other. Otherwise each hit of an alternation of the terms is
+    exactly a hit :meth:`str.count` counts for its term."""
+    for a in terms:
+        for b in terms:
+            if a != b and (a in b or any(b.startswith(a[i:]) for i in range(1, len(a)))):
+                return True
+    return False
+
+
+class _Matcher:
+    """A query's terms, compiled once for every file it is matched against."""
+
+    def __init__(self, terms: tuple[str, ...]) -> None:
+        self.terms = terms
+        # Longest first: where terms may overlap, the scan only finds the lines with a hit.
+        alternatives = sorted(terms, key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, alternatives)))
+        self.overlapping = _may_overlap(terms)
+
+    def line_counts(self, folded: str) -> tuple[int, int]:
+        """(distinct terms, hits) on the folded line ``folded``, which has a hit."""
+        if self.overlapping:
+            found = [term for term in self.terms if term in folded]
+            return len(found), sum(folded.count(term) for term in found)
+        hits = self.pattern.findall(folded)
+        return len(set(hits)), len(hits)
+
+
+def _match(text: str, matcher: _Matcher) -> tuple[int, int, list[tuple[int, str]]] | None:
     """(distinct terms on the best line, total hits, reported lines) if ``text`` matches."""
+    terms = matcher.terms
     folded_text = text.casefold()
     if not all(term in folded_text for term in terms):
         return None
-    lines: list[_Line] = []
+    lines: list[tuple[int, int, int]] = []  # (-distinct terms, -hits, number): best first
     total = 0
-    # Casefolding keeps every newline and makes none, so the folded lines are the lines.
+    # Casefolding keeps every newline and makes none, so the folded lines are the lines; no
+    # term holds a newline, so no hit spans two lines. The scan skips the lines without one.
     originals = text.split("\n")
-    for number, folded in enumerate(folded_text.split("\n"), start=1):
-        found = [term for term in terms if term in folded]
-        if not found:
-            continue
-        hits = sum(folded.count(term) for term in found)
+    number, counted_to, position = 1, 0, 0
+    search = matcher.pattern.search
+    while (hit := search(folded_text, position)) is not None:
+        start = folded_text.rfind("\n", counted_to, hit.start()) + 1 or counted_to
+        end = folded_text.find("\n", hit.end())
+        if end == -1:
+            end = len(folded_text)
+        number += folded_text.count("\n", counted_to, start)
+        distinct, hits = matcher.line_counts(folded_text[start:end])
         total += hits
-        lines.append(_Line(number, len(found), hits, originals[number - 1]))
-    best = sorted(lines, key=lambda ln: (-ln.distinct, -ln.hits, ln.number))[:LINES_PER_FILE]
+        lines.append((-distinct, -hits, number))
+        counted_to, position = start, end + 1
+    best = sorted(lines)[:LINES_PER_FILE]
     shown = []
-    for chosen in sorted(best, key=lambda ln: ln.number):
-        folded = chosen.text.casefold()
+    for number in sorted(chosen for _, _, chosen in best):
+        line = originals[number - 1]
+        folded = line.casefold()
         position, term = min((folded.find(t), t) for t in terms if t in folded)
-        start = _folded_position(chosen.text, folded, position)
-        end = _folded_position(chosen.text, folded, position + len(term) - 1) + 1
-        shown.append((chosen.number, snippet(chosen.text, start, end - start)))
-    return (best[0].distinct if best else 0), total, shown
+        start = _folded_position(line, folded, position)
+        end = _folded_position(line, folded, position + len(term) - 1) + 1
+        shown.append((number, snippet(line, start, end - start)))
+    return (-best[0][0] if best else 0), total, shown
 
 
 def search_texts(
@@ -190,8 +235,9 @@ def search_texts(
     first, at most ``limit`` (1 to 100; InvalidCommandError otherwise)."""
     limit = check_limit(limit)
     ranked: list[tuple[int, int, str, tuple[tuple[int, str], ...]]] = []
+    matcher = _Matcher(query.terms)
     for path, text in documents:
-        matched = _match(text, query.terms)
+        matched = _match(text, matcher)
         if matched is not None:
             distinct, total, lines = matched
             ranked.append((-distinct, -total, path, tuple(lines)))

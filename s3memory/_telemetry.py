@@ -10,6 +10,12 @@ in this process); ``gen_ai.memory.store.id`` names the tenant's store; ``error.t
 exception's class. Beside them, under ``s3memory.``: which call it was, and what it cost
 (S3 requests, round trips, body bytes, retries the client made).
 
+Over a ``MountedMemory`` too, one span a call, never two: a call routed into one store is
+that store's span (its store id, a mount's own); ``search`` and ``view`` and ``list_files``
+of ``/memories``, which read every store at once, are one span of the tree's, named by the
+user's own store and counting every store's requests (the stores' calls bound to it by
+:func:`fork`, one round trip), or by the mount's store when ``path_prefix`` is inside one.
+
 Operations: ``create`` and ``MemoryAdmin.write(precondition=NotExists())`` are
 ``create_memory``; ``str_replace``, ``insert``, ``rename`` (the conventions have no move),
 ``restore``, ``redact`` and ``write(precondition=Sha256(...))`` are ``update_memory``; a

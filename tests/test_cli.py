@@ -665,3 +665,24 @@ def test_mounts_in_the_cli(home: Path, tmp_path: Path) -> None:
     assert [json.loads(line)["path"] for line in exported.stdout.splitlines()] == ["/rule.md", "/style.md"]
     bad = run("--user", "alice", "--mounts", '[{"name": "Standards", "user_id": "std"}]', "view")
     assert bad.exit_code == 3 and "--mounts (S3MEMORY_MOUNTS): mount name 'Standards'" in bad.stderr
+
+
+def test_the_cli_says_when_a_mount_hides_the_users_own_files(home: Path) -> None:
+    assert run("--user", "std", "create", "/memories/style.md", "Use tabs.\n").exit_code == 0
+    assert run("--user", "alice", "create", "/memories/standards/mine.md", "mine\n").exit_code == 0
+    assert run("--user", "alice", "create", "/memories/Standards/twin.md", "twin\n").exit_code == 0  # no mounts
+    mounts = '[{"name": "standards", "user_id": "std"}]'
+    listing = run("--user", "alice", "--mounts", mounts, "ls", "-r")
+    assert listing.exit_code == 0 and "mine.md" not in listing.stdout
+    assert listing.stderr == (
+        "s3memory: warning: files of your own store under /memories/standards/ are hidden by the memory store "
+        "mounted there; run without --mounts (S3MEMORY_MOUNTS) to see them\n"
+    )
+    info = run("--user", "alice", "--mounts", mounts, "info", "--json")
+    assert json.loads(info.stdout)["hidden_by_mounts"] == {"standards": 2}  # the twin too: info lists every file
+    shown = run("--user", "alice", "--mounts", mounts, "info").stdout
+    assert "2 file(s) under /memories/standards/ or a name reading as it, by that mount" in shown
+    assert json.loads(run("--user", "alice", "info", "--json").stdout)["hidden_by_mounts"] == {}
+    assert run("--user", "alice", "ls").stderr == ""
+    twin = run("--user", "alice", "--mounts", mounts, "create", "/memories/STANDARDS/x.md", "x")
+    assert twin.exit_code == 1 and "reads as /memories/standards, where a memory store is mounted" in twin.stderr

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from s3memory import ConfigurationError, Mount
+from s3memory import ConfigurationError, InMemoryStore, KeyCache, Mount, open_memory
 from s3memory._mountprompt import INTRODUCTION, escape, memory_stores_prompt
 
 STANDARDS = Mount(
@@ -149,3 +149,23 @@ def test_the_helper_imports_neither_boto3_nor_anthropic() -> None:
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not any(name.split(".")[0] in ("boto3", "botocore", "anthropic") for name in imported)
+
+
+def test_a_mounted_memory_says_which_mount_hides_own_files() -> None:
+    """Given the memory, one LIST of at most one key per mount: the model is told that its own
+    files under /memories/team/ are hidden, not left to find them gone."""
+    store, key = InMemoryStore(), bytes(range(32))
+    own = open_memory(user_id="alice", store=store, master_key=key, key_cache=KeyCache())
+    own.create("/memories/team/old.md", "mine\n")
+    memory = open_memory(user_id="alice", store=store, master_key=key, key_cache=KeyCache(), mounts=[STANDARDS, TEAM])
+    assert memory_stores_prompt(memory).splitlines()[-5:] == [
+        '<memory_store path="/memories/team/" access="read_write" name="team">',
+        "<description>The payments team&#x27;s shared notes.</description>",
+        "<note>Your own store also has files under /memories/team/; they are hidden while this store is mounted "
+        "there, and cannot be read or changed through /memories.</note>",
+        "</memory_store>",
+        "</memory_stores>",
+    ]
+    assert "<note>" not in memory_stores_prompt([STANDARDS, TEAM])  # from the mounts alone: no request, no note
+    own.delete("/memories/team")
+    assert "<note>" not in memory_stores_prompt(memory)

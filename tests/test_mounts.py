@@ -21,8 +21,10 @@ from s3memory import (
     InMemoryStore,
     IntegrityError,
     InvalidCommandError,
+    InvalidPathError,
     KeyCache,
     LocalDirStore,
+    MemoryAdmin,
     Mount,
     MountedMemory,
     PathExistsError,
@@ -335,6 +337,76 @@ def test_own_files_under_a_mount_name_are_shadowed_and_reported(stores: tuple[Re
     assert [e.path for e in memory.list_files()] == ["/memories/keep.md", "/memories/team/plan.md"]
     with pytest.raises(PathNotFoundError):
         memory.view("/memories/team/old.md")
+
+
+# Case variants, full-width letters (NFKC) and the long s (case folding) of both mounts.
+TWINS = ["Standards", "STANDARDS", "\uff53\uff54\uff41\uff4e\uff44\uff41\uff52\uff44\uff53", "\u017ftandards", "Team"]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_no_name_reading_as_a_mount_is_a_second_store(
+    seeded: tuple[Recording, dict[str, Any], MountedMemory], twin: str
+) -> None:
+    """No writable twin of a read-only mount: every path the router checks is refused."""
+    store, _, memory = seeded
+    store.requests.clear()
+    path, directory = f"/memories/{twin}/x.md", f"/memories/{twin}"
+    attempts: list[Callable[[], object]] = [
+        lambda: memory.create(path, "x"),
+        lambda: memory.write_text(path, "x"),
+        lambda: memory.str_replace(path, "a", "b"),
+        lambda: memory.replace_all(path, "a", "b"),
+        lambda: memory.insert(path, 0, "x"),
+        lambda: memory.delete(directory),
+        lambda: memory.rename("/memories/me.md", path),
+        lambda: memory.rename("/memories/me.md", directory),
+        lambda: memory.rename(path, "/memories/elsewhere.md"),
+        lambda: memory.view(path),
+        lambda: memory.read_text(path),
+        lambda: memory.list_files(directory),
+        lambda: memory.search("x", path_prefix=directory),
+        lambda: memory.history(path),
+        lambda: MemoryAdmin(memory).write(path, "x"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(
+            InvalidPathError, match=r"reads as /memories/(standards|team), where a memory store is mounted"
+        ):
+            attempt()
+    assert store.requests == []  # refused before any request
+    assert memory.view("/memories/standards/style.md").endswith("1\tUse tabs.\n     2\t")
+
+
+def test_own_files_under_a_name_reading_as_a_mount_are_shadowed_and_said(
+    stores: tuple[Recording, dict[str, Any]],
+) -> None:
+    store, options = stores
+    fullwidth = "\uff34\uff25\uff21\uff2d"  # TEAM
+    files = {
+        "/memories/team/old.md": "tabs\n",
+        "/memories/Team/b.md": "tabs\n",
+        f"/memories/{fullwidth}/c.md": "tabs\n",
+        "/memories/keep.md": "k\n",
+    }
+    _seed(store, options, "alice", files)  # the own store alone takes them
+    _seed(store, options, "team-7", {"/memories/plan.md": "Ship it.\n"})
+    memory = _mounted(store, options)
+    assert memory.shadowed() == sorted(set(files) - {"/memories/keep.md"})
+    tree = memory.view("/memories")
+    assert tree.endswith(
+        "9B\t/memories/team/plan.md\n\nNote: files of your own store under a mounted store's name are hidden "
+        "while it is mounted, and cannot be read or changed here: 3 files under /memories/Team/, /memories/team/, "
+        f"/memories/{fullwidth}/ (mount /memories/team/)."
+    )
+    assert [e.path for e in memory.list_files()] == ["/memories/keep.md", "/memories/team/plan.md"]
+    assert memory.search("tabs") == []
+    store.requests.clear()
+    assert memory.shadowing_mounts() == [MOUNTS[1]]  # the exact name; the twins show in view and shadowed()
+    assert store.requests == ["list", "list"]  # at most one key under each mount's name, at once
+    alone = _mounted(store, options, [MOUNTS[0]])
+    store.requests.clear()
+    assert alone.shadowing_mounts() == []
+    assert "Note:" not in alone.view("/memories")
 
 
 def test_clear_all_clears_only_the_users_own_store(seeded: tuple[Recording, dict[str, Any], MountedMemory]) -> None:

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 
 from s3memory import InvalidCommandError
 from s3memory._search import (
+    MAX_TERMS,
     SNIPPET_CHARS,
     Query,
     SearchResult,
@@ -59,6 +60,20 @@ def test_a_bad_query_is_refused(query: object, message: str) -> None:
 
 def test_a_query_of_exactly_1000_characters_is_accepted() -> None:
     assert parse_query("x" * 1000).terms == ("x" * 1000,)
+
+
+def test_a_query_has_at_most_32_distinct_terms_each_counted_once() -> None:
+    # 330 one-character terms cost about 38 one-word searches on every file: refused, naming the cap.
+    letters = [chr(code) for code in range(0x4E00, 0x4E00 + 330)]
+    with pytest.raises(InvalidCommandError, match="has 330 distinct terms, over the limit of 32") as info:
+        parse_query(" ".join(letters))
+    assert str(info.value).startswith("Error: ")
+    assert MAX_TERMS == 32
+    assert len(parse_query(" ".join(letters[:32])).terms) == 32
+    with pytest.raises(InvalidCommandError, match="33 distinct terms"):
+        parse_query(" ".join(letters[:33]))
+    # Repeats and case variants are one term: 242 words, 2 terms.
+    assert parse_query("Tea tea TEA " * 80 + '"tea" green').terms == ("tea", "green")
 
 
 # -- matching and ranking --------------------------------------------------------------------
@@ -211,6 +226,39 @@ def test_every_result_has_every_term_ranked_and_within_limit(texts: list[str], t
         lines = by_path[result.path].split("\n")
         for number, shown in result.lines:
             assert shown == lines[number - 1] and any(t in shown.casefold() for t in query.terms)
+
+
+def _reference_match(text: str, terms: tuple[str, ...]) -> tuple[int, int, list[int]] | None:
+    """The matching as it was before one scan per line: every term counted on every line."""
+    folded_text = text.casefold()
+    if not all(term in folded_text for term in terms):
+        return None
+    lines = []
+    for number, folded in enumerate(folded_text.split("\n"), start=1):
+        found = [term for term in terms if term in folded]
+        if found:
+            lines.append((-len(found), -sum(folded.count(t) for t in found), number))
+    best = sorted(lines)[:3]
+    return (-best[0][0] if best else 0), -sum(hits for _, hits, _ in lines), sorted(n for _, _, n in best)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.text(alphabet="abc \nAß", max_size=60), min_size=1, max_size=6),
+    st.lists(st.text(alphabet="abcSs", min_size=1, max_size=4), min_size=1, max_size=5),
+)
+def test_one_scan_per_line_ranks_and_picks_lines_as_counting_each_term_did(texts: list[str], terms: list[str]) -> None:
+    # Overlapping terms ("ab", "b", "bc", "ss" in "ß") included: the answer is the same.
+    documents = [(f"/memories/{n}.md", text) for n, text in enumerate(texts)]
+    query = parse_query(" ".join(terms))
+    expected = []
+    for path, text in documents:
+        matched = _reference_match(text, query.terms)
+        if matched is not None:
+            expected.append((-matched[0], -matched[1], path, matched[2]))
+    expected.sort(key=lambda item: item[:3])
+    results = search_texts(documents, query, limit=100)
+    assert [(r.path, [n for n, _ in r.lines]) for r in results] == [(path, lines) for _, _, path, lines in expected]
 
 
 # -- the answer ------------------------------------------------------------------------------

@@ -273,6 +273,45 @@ def test_a_mounted_store_is_named_by_its_own_id(spans: Any) -> None:
     assert span.attributes["gen_ai.memory.store.id"] != _telemetry.store_id(tree.own.files)
 
 
+def test_a_mounted_trees_reads_are_one_span_each(spans: Any, s3_client: Any) -> None:
+    """Search and the root's view and listing over a mounted tree are one span each, as over
+    one store (none before), counting every store's requests; a read inside a mount is that
+    store's one span, never two."""
+    from s3memory import _telemetry
+
+    shared = s3_memory(s3_client, "team")
+    shared.create("/memories/guide.md", "tabs\n")
+    tree = open_memory(
+        user_id="alice",
+        bucket=BUCKET,
+        s3_client=s3_client,
+        master_key=MASTER_KEY,
+        key_cache=KeyCache(),
+        mounts=[Mount(name="team", user_id="team")],
+    )
+    tree.create("/memories/me.md", "tabs too\n")
+    tree.search("warm")
+    spans.clear()
+    meter = Meter(s3_client)
+    calls: list[tuple[Callable[[], object], str, str]] = [
+        (lambda: tree.view("/memories"), "view", "own"),
+        (lambda: tree.list_files(), "list_files", "own"),
+        (lambda: tree.search("tabs"), "search", "own"),
+        (lambda: tree.search_answer("tabs"), "search", "own"),
+        (lambda: tree.search("tabs", path_prefix="/memories/team"), "search", "team"),
+        (lambda: tree.view("/memories/team/guide.md"), "view", "team"),
+    ]
+    for call, command, where in calls:
+        call()
+        span = only(spans)
+        assert (span.name, span.attributes["s3memory.command"]) == ("search_memory", command)
+        owner = tree.own if where == "own" else shared
+        assert span.attributes["gen_ai.memory.store.id"] == _telemetry.store_id(owner.files)
+        assert span.attributes["s3memory.request.count"] == meter.take() > 0
+    tree.view("/memories")
+    assert only(spans).attributes["s3memory.round_trip.count"] == 1  # both stores listed at once
+
+
 def test_a_sampled_out_call_counts_nothing(s3_client: Any) -> None:
     pytest.importorskip("opentelemetry.sdk")
     from opentelemetry.sdk.trace import TracerProvider

@@ -214,9 +214,9 @@ def test_write_text_screens_a_new_file_once() -> None:
         user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, key_cache=KeyCache(), sensitive_data=screen
     )
     memory.write_text("/memories/a.md", "one")
-    assert seen == ["one"]
+    assert seen == ["a.md", "one"]  # the name the write introduces, then the text, once
     memory.write_text("/memories/a.md", "two")
-    assert seen[1:] == ["two", "two"] and memory.read_text("/memories/a.md") == "two"
+    assert seen[2:] == ["a.md", "two", "two"] and memory.read_text("/memories/a.md") == "two"
 
 
 # -- a conditional write whose answer was lost ------------------------------------------------
