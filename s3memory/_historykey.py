@@ -12,7 +12,11 @@ document at ``{prefix}{tenant}/.s3memory/history-key`` (``{"v": 2, "kid", "wrapp
 context ``{s3memory:tenant, s3memory:purpose=history-key, s3memory:kid, s3memory:prefix}``.
 It is loaded on first use (one GET, alongside the command's first round trip; plus a KMS
 ``Decrypt`` with a KMS master) and cached in the :class:`KeyCache`; the first write that finds
-none creates it (``If-None-Match: *``: concurrent first writers agree). Unlike the names key,
+none creates it (``If-None-Match: *``: concurrent first writers agree). A write makes the new
+key alongside its first round trip but stores its document only just before the first record
+sealed under it (``key(create=True, defer=True)``, then :meth:`HistoryKey.committed`): a
+command refused in between (a restore of a missing version, an edit of a missing file)
+leaves no key document. Unlike the names key,
 it may be created beside existing files: files written before it have no listable records,
 and history reads their provenance from each version's metadata instead (a HEAD each). But
 it is never created again where records sealed under it exist: a document deleted or
@@ -31,9 +35,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 
-from ._errors import ObjectTooLargeError, StorageAccessDeniedError, TenantKeyError
+from ._errors import ObjectTooLargeError, PreconditionFailedError, TenantKeyError
 from ._keydocs import (
     KEY_DOCUMENT_VERSION,
     MAX_KEY_DOCUMENT_BYTES,
@@ -49,6 +54,7 @@ from .stores import ObjectStore
 log = logging.getLogger("s3memory")
 
 HISTORY_KEY_BYTES = 32
+_MAX_PENDING = 16  # keys made for commands that were then refused are dropped beyond this
 _MAX_DOCUMENT_BYTES = MAX_KEY_DOCUMENT_BYTES
 
 
@@ -70,6 +76,9 @@ class HistoryKey:
     ) -> None:
         self._records_prefix = records_prefix
         self._is_sealed_record = is_sealed_record
+        # Keys made by key(create=True, defer=True) and not stored yet, with their documents.
+        self._pending: dict[bytes, bytes] = {}
+        self._pending_lock = threading.Lock()
         self.document = KeyDocumentSlot(
             store=store,
             tenant=tenant,
@@ -82,38 +91,86 @@ class HistoryKey:
         )
 
     def versioned(self) -> bool:
-        """Whether the store keeps versions (records are worth writing only then): asked once
-        per store, and remembered in the key cache (a Lambda function builds a store per
-        invocation, but keeps its key cache)."""
-        cache_key = ("bucket-versioning", self.document.cache_key[1])
-        known = self.document.cache.get(cache_key)
-        if isinstance(known, bool):
-            return known
-        try:
-            versioned = self.document.store.keeps_versions()
-        except StorageAccessDeniedError:
-            # A role without s3:GetBucketVersioning: no history either. Remembered, so that
-            # every write does not ask (and log) again.
-            self.document.cache.put(cache_key, False)
-            raise
-        self.document.cache.put(cache_key, versioned)
-        return versioned
+        """Whether the store keeps versions (records are worth writing only then), as the
+        store knows it now: an S3 store learns it from each write's answer, and asks once
+        before its first write (``S3Store.keeps_versions``). Nothing is remembered here, nor
+        process-wide: versioning turned on is seen by the next write, and a new bucket of a
+        former bucket's name is never taken for it."""
+        return self.document.store.keeps_versions()
 
-    def key(self, *, create: bool) -> bytes | None:
+    def key(self, *, create: bool, defer: bool = False) -> bytes | None:
         """The tenant's history key: cached, else read; with ``create``, created if the tenant
         has none. None if it has none (and not ``create``), or if the stored one does not
         open (tampered with, or wrapped by another master key: history then reads each
-        version's own provenance, so nothing is lost but speed; logged)."""
+        version's own provenance, so nothing is lost but speed; logged).
+
+        With ``defer`` (and ``create``), a tenant without one gets a new key made and wrapped
+        now (so the round trip that asks makes the GET, LIST and master-key wrap alongside
+        its others) but not stored: :meth:`committed` stores it, called just before the
+        first record sealed under it is written. A command that is refused after asking
+        leaves no key document."""
         cached = self.document.cache.get(self.document.cache_key)
         if isinstance(cached, bytes):
             return cached
         try:
+            if create and defer:
+                return self._loaded_or_pending()
             return self.document.cached(self._load_or_create if create else self._load_or_fail)
         except _NoHistoryKey:
             return None
         except TenantKeyError as exc:
             log.warning("the history key does not open (%s); history reads each version instead", exc)
             return None
+
+    def committed(self, key: bytes) -> bytes:
+        """``key`` once stored: a key :meth:`key` made with ``defer`` is stored now
+        (``If-None-Match: *``) unless this process stored or loaded one meanwhile; if another
+        writer stored one first, that one (records must be sealed under the stored key). Any
+        other key is returned as it is."""
+        with self._pending_lock:
+            pending = self._pending.get(key)
+        if pending is None:
+            return key
+        stored = self.document.cached(lambda: self._store_pending(key, pending))
+        with self._pending_lock:
+            self._pending.pop(key, None)
+        return stored
+
+    def _loaded_or_pending(self) -> bytes:
+        key = self._current()
+        if isinstance(key, bytes):
+            self.document.remember(key)
+            return key
+        if key is _MISSING and not self._records_exist():  # a new tenant (one empty LIST)
+            new_key, body = self._new()
+            with self._pending_lock:
+                while len(self._pending) >= _MAX_PENDING:  # refused commands' keys: forgotten
+                    self._pending.pop(next(iter(self._pending)))
+                self._pending[new_key] = body
+            return new_key
+        recovered = self._recovered(key)
+        if recovered is None:
+            raise TenantKeyError("Error: The history key of this memory is missing, but records sealed under it exist.")
+        self.document.remember(recovered)
+        return recovered
+
+    def _store_pending(self, key: bytes, body: bytes) -> bytes:
+        try:
+            self.document.put_new(body)
+        except PreconditionFailedError:
+            found = self._load_or_none()  # another writer was first: theirs, so both agree
+            if found is None:
+                raise
+            return found
+        log.info("created a history key (wrapped by %s)", self.document.master.kind)
+        return key
+
+    def _new(self) -> tuple[bytes, bytes]:
+        """A new history key and its document (wrapped by the master key), not stored."""
+        key_id, key = os.urandom(8).hex(), os.urandom(HISTORY_KEY_BYTES)
+        master = self.document.master
+        wrapped = master.wrap(key, self.document.context(key_id, KEY_DOCUMENT_VERSION))
+        return key, key_document_body(kid=key_id, wrapper=master.kind, wrapped=wrapped, version=KEY_DOCUMENT_VERSION)
 
     def _load_or_fail(self) -> bytes:
         key = self._current()

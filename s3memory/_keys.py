@@ -5,8 +5,10 @@ Two keyrings, one interface (:class:`Keyring`):
 - :class:`TenantKeyring` (fast mode, the default): one random 256-bit key per tenant,
   stored wrapped (by a local master key or by KMS) at ``{tenant}/.s3memory/tenant-key``,
   created with ``If-None-Match: *`` so concurrent first writers agree, and cached in
-  process. Data keys are wrapped locally with AES-GCM under it (``x-amz-w`` = ``02``): once
-  warm, zero KMS calls per command.
+  process. A tenant's first write makes it alongside its first round trip but stores it only
+  when a data key wrapped under it is sealed into an object about to be written, so a command
+  refused before it writes stores no key. Data keys are wrapped locally with AES-GCM under
+  it (``x-amz-w`` = ``02``): once warm, zero KMS calls per command.
 - :class:`KmsKeyring` (interoperable mode): one ``GenerateDataKey`` per write with the
   binding as encryption context (``x-amz-w`` = ``12``), exactly as the official S3
   Encryption Client does, so it can read our objects and we can read its objects.
@@ -44,7 +46,7 @@ from ._envelope import (
     canonical_json,
     deployment_name,
 )
-from ._errors import ConfigurationError, IntegrityError, TenantKeyError
+from ._errors import ConfigurationError, IntegrityError, PreconditionFailedError, TenantKeyError
 from ._keydocs import (
     CONTEXT_KEY_ID,
     GCM_NONCE_BYTES,
@@ -56,6 +58,7 @@ from ._keydocs import (
     KeyDocumentSlot,
     MasterKey,
     key_document_body,
+    key_found_beside_files,
     kms_call,
     parse_key_document,
 )
@@ -464,6 +467,14 @@ class TenantKeyring(Keyring):
         rotated._opened.update({kid: key for kid, key in opened.items() if key is not None})
         return rotated
 
+    @property
+    def _missing_beside_files(self) -> str:
+        return (
+            "Error: This memory has files but its encryption key is missing, so nothing can be written "
+            "or read (was the key document deleted?). Restore "
+            f"{self.object_key} from a backup or an earlier version, or finish erasing the user."
+        )
+
     def _create(self) -> TenantKeys:
         made: list[TenantKeys] = []
 
@@ -471,17 +482,28 @@ class TenantKeyring(Keyring):
             made.append(self.new_keys())
             return made[0].document()
 
-        missing = (
-            "Error: This memory has files but its encryption key is missing, so nothing can be written "
-            "or read (was the key document deleted?). Restore "
-            f"{self.object_key} from a backup or an earlier version, or finish erasing the user."
+        found, etag = self.document.create(
+            body, self._load, files_prefix=self._files_prefix, missing=self._missing_beside_files
         )
-        found, etag = self.document.create(body, self._load, files_prefix=self._files_prefix, missing=missing)
         if found is not None:
             log.info("another writer created this tenant's key first: using theirs (kid %s)", found.kid)
             return found
         log.info("created a tenant key (kid %s, wrapped by %s)", made[0].kid, made[0].wrapper)
         return made[0].evolve(etag=etag)
+
+    def _store_new(self, keys: TenantKeys) -> TenantKeys:
+        """Store ``keys`` (made by :meth:`new_keys` once a tenant was found to have neither a
+        key document nor files) as its document, unless another writer was first: then theirs."""
+        try:
+            etag = self.document.put_new(keys.document())
+        except PreconditionFailedError:
+            found = self._load()
+            if found is None:
+                raise
+            log.info("another writer created this tenant's key first: using theirs (kid %s)", found.kid)
+            return found
+        log.info("created a tenant key (kid %s, wrapped by %s)", keys.kid, keys.wrapper)
+        return keys.evolve(etag=etag)
 
     # -- data keys --------------------------------------------------------------------
     def _description(self, binding: dict[str, str], key_id: str) -> dict[str, str]:
@@ -499,13 +521,43 @@ class TenantKeyring(Keyring):
         return key
 
     def generate(self, binding: dict[str, str]) -> tuple[bytes, WrappedKey]:
+        """A fresh data key, wrapped under the tenant key. For a tenant without one, a new
+        tenant key is made (and wrapped by the master key) now, but its document is stored
+        only when the wrapped data key is first sealed into an object (see
+        :class:`_WrappedOnSeal`): a command refused before it writes leaves no key document,
+        and a new key wrapped by a mistaken master key is never stored by a command that fails."""
         data_key = os.urandom(DATA_KEY_BYTES)
-        return data_key, self.wrap(data_key, binding)
+        keys = self._keys_or_pending()
+        if isinstance(keys, _PendingKeys):
+            return data_key, _WrappedOnSeal(lambda: self.wrap(data_key, binding, pending=keys))
+        return data_key, self._wrapped(keys, data_key, binding)
 
-    def wrap(self, data_key: bytes, binding: dict[str, str]) -> WrappedKey:
+    def wrap(self, data_key: bytes, binding: dict[str, str], *, pending: _PendingKeys | None = None) -> WrappedKey:
+        keys = self.keys(create=True) if pending is None else self.document.cached(pending.stored)
+        return self._wrapped(keys, data_key, binding)
+
+    def _keys_or_pending(self) -> TenantKeys | _PendingKeys:
+        """The tenant's keys (cached or read); for a tenant without a document, a new key
+        made with the checks a creation makes (no files without a key), not stored yet."""
+        cached = self.document.cache.get(self.document.cache_key)
+        if isinstance(cached, TenantKeys):
+            return cached
+        loaded = self._load()
+        if loaded is not None:
+            return self.document.cached(lambda: loaded)
+        found = (
+            key_found_beside_files(self.document.store, self._files_prefix, self._load, self._missing_beside_files)
+            if self._files_prefix is not None
+            else None
+        )
+        if found is not None:
+            return self.document.cached(lambda: found)
+        return _PendingKeys(self, self.new_keys())
+
+    def _wrapped(self, keys: TenantKeys, data_key: bytes, binding: dict[str, str]) -> WrappedKey:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        key_id, tenant_key = self.tenant_key(create=True)
+        key_id, tenant_key = keys.kid, keys.key
         description = self._description(binding, key_id)
         nonce = os.urandom(GCM_NONCE_BYTES)
         aad = _WRAP_AAD_PREFIX + canonical_json(description).encode()
@@ -540,6 +592,50 @@ class TenantKeyring(Keyring):
         if binding.get(CONTEXT_TENANT) != self.tenant or binding.get(CONTEXT_PREFIX, deployment) != deployment:
             raise IntegrityError()
         return self.wrap(self.unwrap(wrapped, binding), {**binding, CONTEXT_PREFIX: deployment})
+
+
+class _PendingKeys:
+    """A new tenant key (made and wrapped by the master key, not stored): stored by the first
+    seal of a data key wrapped under it, once, unless another writer stored one first."""
+
+    def __init__(self, keyring: TenantKeyring, keys: TenantKeys) -> None:
+        self._keyring = keyring
+        self._keys = keys
+
+    def stored(self) -> TenantKeys:
+        return self._keyring._store_new(self._keys)
+
+
+class _WrappedOnSeal(WrappedKey):
+    """A wrapped data key whose wrapping is finished when it is first read: when the data key
+    is sealed into an object about to be written (``envelope.seal`` reads it then). Reading it
+    stores the tenant's new key document first (or takes the one another writer stored), so
+    the key exists before any object sealed under it lands, and only on a path that writes."""
+
+    def __init__(self, finish: Callable[[], WrappedKey]) -> None:  # not the dataclass's
+        object.__setattr__(self, "_finish", finish)
+        object.__setattr__(self, "_done", None)
+        object.__setattr__(self, "_finish_lock", threading.Lock())
+
+    def _finished(self) -> WrappedKey:
+        with self._finish_lock:  # type: ignore[attr-defined]
+            done: WrappedKey | None = self._done  # type: ignore[attr-defined]
+            if done is None:
+                done = self._finish()  # type: ignore[attr-defined]
+                object.__setattr__(self, "_done", done)
+            return done
+
+    @property
+    def algorithm(self) -> str:
+        return WRAP_AES_GCM
+
+    @property
+    def ciphertext(self) -> bytes:
+        return self._finished().ciphertext
+
+    @property
+    def context(self) -> dict[str, str]:
+        return self._finished().context
 
 
 # --- KMS-per-object mode --------------------------------------------------------------

@@ -69,7 +69,12 @@ def name_findings(find: Callable[[str], list[Finding]], path: MemoryPath) -> lis
 
 def _refusal(findings: Sequence[Finding]) -> str:
     kinds = list(dict.fromkeys(f.kind for f in findings))
-    what = _join([f"{_article(kind)} {kind}" for kind in kinds]) if kinds else "a secret"
+    if not kinds:  # a screen of the application's own changed a name and said nothing of why
+        return (
+            "Error: The sensitive-data screen would change a file or directory name in the path; names "
+            "are never rewritten. Nothing was written. Choose another name."
+        )
+    what = _join([f"{_article(kind)} {kind}" for kind in kinds])
     return (
         f"Error: A file or directory name in the path holds what looks like {what}; names must not hold "
         "secrets (they are stored as object key names). Nothing was written. Choose a name without it."

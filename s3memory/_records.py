@@ -217,7 +217,9 @@ def history_key_for_records(files: SealedFiles) -> tuple[bool, bytes | None]:
     if not versioned or files.history_key is None:
         return versioned, None
     try:
-        return True, files.history_key.key(create=True)
+        # Made now but stored only by the first record sealed under it (_write_one): a command
+        # refused after this round trip leaves no key document.
+        return True, files.history_key.key(create=True, defer=True)
     except S3MemoryError as exc:
         log.warning("history records of this change are written without the history key: %s", type(exc).__name__)
         return True, None
@@ -246,6 +248,12 @@ def _write_one(files: SealedFiles, history_key: bytes | None, place: Place, reco
     full = {"v": RECORD_VERSION, "at": place.at_us, "by": files.actor, **record}
     layout = files.layout
     stem_key = f"{layout.history_records_prefix(place.tag)}{MAX_TIME_US - place.at_us:016d}-"
+    if history_key is not None and files.history_key is not None:
+        try:  # a new key's document is stored before the first record sealed under it
+            history_key = files.history_key.committed(history_key)
+        except S3MemoryError as exc:
+            log.info("a history record went as a body: the history key could not be stored (%s)", type(exc).__name__)
+            history_key = None
     if history_key is not None:
         key = _sealed_key(stem_key, stem_key[len(layout.history_prefix) :], history_key, full)
         if len(key.encode("utf-8")) <= MAX_S3_KEY_BYTES:

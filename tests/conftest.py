@@ -44,7 +44,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     use_fake_aws_credentials(monkeypatch)
     make_moto_requests_atomic(monkeypatch)
     # A new mocked AWS: the process key cache must not remember the last test's bucket of the
-    # same name (its keys, whose documents this bucket lacks; its versioning).
+    # same name (its keys, whose documents this bucket lacks).
     process_key_cache().clear()
     with mock_aws():
         yield

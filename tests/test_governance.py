@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import BUCKET
 
 from s3memory import EncryptedMemory, LimitExceededError, Limits
 from s3memory._access import ACCESS_MARKERS, AccessLog
@@ -305,7 +306,7 @@ def test_allow_and_custom_screens(make_memory: MakeMemory) -> None:
     memory = make_memory("inmemory", sensitive_data="allow")
     memory.create("/memories/a.md", AWS_KEY)
     assert memory.read_text("/memories/a.md") == AWS_KEY
-    shouting = make_memory("inmemory", "bob", sensitive_data=str.upper)
+    shouting = make_memory("inmemory", "bob", sensitive_data=lambda text: text.replace("quiet", "QUIET"))
     shouting.create("/memories/a.md", "quiet")
     assert shouting.read_text("/memories/a.md") == "QUIET"
     from s3memory import ConfigurationError
@@ -368,3 +369,63 @@ def test_an_access_log_of_its_own_is_a_keyword_of_open_memory() -> None:
     second.view("/memories/a.md")
     first.view("/memories/a.md")
     assert len([k for k in puts if "/.s3memory/access/" in k]) == 2  # one per log, not per read
+
+
+# -- a command that fails writes nothing ------------------------------------------------------
+def _failing_commands(memory: EncryptedMemory) -> dict[str, Callable[[], object]]:
+    missing = "/memories/missing.md"
+    return {
+        "view": lambda: memory.view(missing),
+        "history": lambda: memory.history(missing),
+        "read_version": lambda: memory.read_version(missing, "0123456789abcdef"),
+        "restore": lambda: memory.restore(missing, "0123456789abcdef"),
+        "redact": lambda: memory.redact(missing, "0123456789abcdef"),
+        "delete": lambda: memory.delete(missing),
+        "rename": lambda: memory.rename(missing, "/memories/elsewhere.md"),
+        "str_replace": lambda: memory.str_replace(missing, "a", "b"),
+        "insert": lambda: memory.insert(missing, 0, "b"),
+        "create refused by the guard": lambda: memory.create(missing, "aws_access_key_id=AKIAIOSFODNN7EXAMPLE"),
+    }
+
+
+def _every_version(memory: EncryptedMemory) -> list[str]:
+    return [f"{v.key}@{v.version_id}" for v in memory.store.list_versions("")]
+
+
+@pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local", "s3-tenant-kms", "s3-kms"])
+@pytest.mark.parametrize("encrypt_names", [False, True])
+def test_a_command_that_fails_leaves_a_new_user_as_it_found_them(
+    make_memory: MakeMemory, flavour: str, encrypt_names: bool, request: pytest.FixtureRequest
+) -> None:
+    """Reads and refusals on a user with no keys yet make no key (tenant, history or names
+    key) and no other object: keys are made by the first write (issue 26, item 6)."""
+    if flavour != "inmemory":  # a bucket that keeps versions: the history key is at stake too
+        request.getfixturevalue("s3_client").put_bucket_versioning(
+            Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"}
+        )
+    memory = make_memory(flavour, encrypt_names=encrypt_names)
+    assert memory.store.keeps_versions()
+    for name, command in _failing_commands(memory).items():
+        try:
+            command()
+        except Exception:  # each is refused in its own words: only the bucket matters here
+            pass
+        assert _every_version(memory) == [], name
+    memory.create("/memories/a.md", "x")  # the first write makes what it needs
+    assert memory.view("/memories/a.md").endswith("\tx")
+
+
+def test_a_failed_restore_under_a_forgotten_kms_key_does_not_lock_the_user_out(
+    make_memory: MakeMemory, s3_client: Any
+) -> None:
+    """The failed command was run with the local master key where the KMS one was meant: it
+    stored no tenant or history key wrapped by the wrong master, so the right one works after."""
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    wrong = make_memory("s3-tenant-local")
+    with pytest.raises(Exception, match="no version"):
+        wrong.restore("/memories/a.md", "0123456789abcdef")
+    right = make_memory("s3-tenant-kms")
+    right.create("/memories/a.md", "kept")
+    right.rename("/memories/a.md", "/memories/b.md")
+    assert right.view("/memories/b.md").endswith("\tkept")
+    assert [v.operation for v in right.history("/memories/b.md")] == ["renamed", "created"]

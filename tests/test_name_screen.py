@@ -84,7 +84,7 @@ def test_a_custom_guard_screens_names_too() -> None:
         return text.replace("forbidden", "[gone]")
 
     memory = open_memory(user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, sensitive_data=guard)
-    with pytest.raises(SensitiveDataError, match="looks like a secret; names must not hold secrets"):
+    with pytest.raises(SensitiveDataError, match="would change a file or directory name in the path"):
         memory.create("/memories/forbidden/a.md", "ok\n")
     assert "forbidden\na.md" in seen  # one name a line
     assert memory.create("/memories/fine/a.md", "forbidden words\n").startswith("File created")

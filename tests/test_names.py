@@ -461,14 +461,13 @@ def test_request_cost_cold_and_warm(s3_client: Any) -> None:
     memory.create("/memories/d/a.md", "1\n")
     # The first command naming a path in a new tenant: the names key (GET, LIST, PUT), the
     # tenant key (a GET alongside, then a GET, a LIST that finds no files and a PUT in the
-    # write), then the command's own (a HEAD of the path, the LIST under it, the PUT), and
-    # whether the bucket keeps versions (once per key cache: it does not, so no record).
+    # write), then the command's own (a HEAD of the path, the LIST under it, the PUT); the
+    # names key's PUT answered whether the bucket keeps versions (it does not, so no record).
     assert meter.take() == {
         "GetObject": 3,
         "ListObjectsV2": 3,
         "PutObject": 3,
         "HeadObject": 2,
-        "GetBucketVersioning": 1,
     }
     memory.view("/memories/d/a.md")
     assert meter.take() == {"GetObject": 1}  # warm: no request for names

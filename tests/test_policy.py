@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import BUCKET
+from conftest import BUCKET, REGION
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -938,8 +938,12 @@ def test_every_request_of_history_is_allowed_for_its_user_only(s3_client: Any, k
     one version, and deleting one for good. All but the last need only the agent's policy;
     the last needs allow_erase; none is allowed to another user, nor to the same user in
     another deployment sharing the bucket."""
+    import boto3
+
     s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-    writer = S3Store(BUCKET, s3_client)
+    # Another client: a store remembers a client's answers about versioning, and the store
+    # below must ask (GetBucketVersioning is one of the verbs the policy must allow).
+    writer = S3Store(BUCKET, boto3.client("s3", region_name=REGION))
     for key in ("alice/memories/a.md", "alice/.s3memory/tenant-key"):
         writer.put(key, b"1", {})
         writer.delete([key])

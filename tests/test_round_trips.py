@@ -53,11 +53,12 @@ def test_first_command_creates_the_tenant_key_once(tenant_mode: tuple[Any, Meter
     # The command's LIST, and before the key is created a LIST that finds no files (a key
     # document missing beside files is refused, never silently replaced); once per process,
     # alongside, a HEAD that finds no names key (a memory written with encrypted names is
-    # refused when opened without them); whether the bucket keeps versions (once per key
-    # cache); the history key, looked for and created like the tenant key (a GET, a LIST that
-    # finds no record sealed under an earlier one, a KMS Encrypt, a PUT); a HEAD of the path
-    # (a file there is refused before anything is written); the file's PUT and beside it its
-    # history record's.
+    # refused when opened without them); whether the bucket keeps versions (once per store,
+    # before its first write: later writes' answers say so); the history key, looked for and
+    # created like the tenant key (a GET, a LIST that finds no record sealed under an earlier
+    # one, a KMS Encrypt; its PUT just before the first record sealed under it); a HEAD of the
+    # path (a file there is refused before anything is written); the file's PUT (the tenant
+    # key's just before it) and beside it its history record's.
     assert meter.take() == {
         "ListObjectsV2": 3,
         "GetObject": 2,
@@ -151,8 +152,8 @@ def test_kms_per_object_mode_data_key_requests(s3_client: Any, kms_client: Any, 
     memory = open_memory(kms_key_id=kms_key_id, key_mode="kms", key_cache=KeyCache(), **options)
     meter = Meter(s3_client, kms_client)
     memory.create("/memories/a.md", "x")
-    # alongside, once per key cache lifetime: a HEAD that finds no names key, and whether the
-    # bucket keeps versions (it does not: no history record, no history key); a HEAD of the path
+    # alongside, once per key cache lifetime a HEAD that finds no names key, and once per store
+    # whether the bucket keeps versions (it does not: no history record, no history key); a HEAD of the path
     assert meter.take() == {
         "ListObjectsV2": 1,
         "GenerateDataKey": 1,

@@ -458,3 +458,61 @@ def test_the_delegating_store_forwards_the_version_verbs_through_its_hook() -> N
     assert store.calls[1][1] == [newest, oldest]  # the listing, whole, inside the hook
     assert [v.version_id for v in inner.list_versions("t/")] == [oldest.version_id]
     assert DelegatingStore(InMemoryStore(versioned=False)).keeps_versions() is False
+
+
+def test_s3_a_write_answer_says_whether_the_bucket_keeps_versions(s3_client: Any) -> None:
+    """Versioning turned on while a store is in use is seen by its next write (whose answer
+    has a ``VersionId``), with no request of its own; ``GetBucketVersioning`` is asked only
+    before a store's first write (issue 26, item 5)."""
+    asked: list[str] = []
+    s3_client.meta.events.register("before-call.s3.GetBucketVersioning", lambda **_: asked.append("asked"))
+    store = S3Store(BUCKET, s3_client)
+    assert store.keeps_versions() is False and len(asked) == 1
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    store.put("t/a", b"1", {})
+    assert store.keeps_versions() is True
+    first = next(v.version_id for v in store.list_versions("t/a"))
+    assert store.get_version("t/a", first) is not None  # a version id, read as one
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Suspended"})
+    store.put("t/a", b"2", {})
+    assert store.keeps_versions() is False  # (moto drops older versions on suspension: not checked)
+    assert len(asked) == 1
+
+
+def test_s3_history_starts_when_versioning_does_in_a_warm_process(s3_client: Any) -> None:
+    """A memory kept open while its bucket's versioning is turned on writes history records
+    from its next write on, not after a cache's lifetime."""
+    from s3memory import open_memory
+
+    memory = open_memory(user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=bytes(range(32)))
+    memory.create("/memories/before.md", "x")
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    memory.create("/memories/a.md", "x")  # its answer says the bucket keeps versions now
+    memory.rename("/memories/a.md", "/memories/b.md")
+    assert [v.operation for v in memory.history("/memories/b.md")] == ["renamed", "created"]
+
+
+def test_s3_a_bucket_of_a_former_buckets_name_is_not_taken_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests that each make a bucket of one name (moto) in one process, with the process's key
+    cache: what the first bucket answered is never taken for the second's versioning, so the
+    second's history has its renames whatever ran before."""
+    import boto3
+    from moto import mock_aws
+
+    from s3memory import open_memory
+    from s3memory.testing import use_fake_aws_credentials
+
+    use_fake_aws_credentials(monkeypatch)
+    histories = []
+    for versioned in (False, True):
+        with mock_aws():
+            client = boto3.client("s3", region_name="us-east-1")
+            client.create_bucket(Bucket=BUCKET)
+            if versioned:
+                client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+            memory = open_memory(user_id="alice", bucket=BUCKET, s3_client=client, master_key=bytes(range(32)))
+            memory.create("/memories/a.md", "x")
+            if versioned:
+                memory.rename("/memories/a.md", "/memories/b.md")
+                histories.append([v.operation for v in memory.history("/memories/b.md")])
+    assert histories == [["renamed", "created"]]

@@ -2,7 +2,13 @@
 
 Versions are the bucket's: ``keeps_versions`` is its versioning status (``Enabled``),
 ``list_versions`` is ``ListObjectVersions``, and one version is read, HEADed or deleted with
-its ``VersionId``.
+its ``VersionId``. S3 says on every write whether the bucket keeps versions (a ``PutObject``
+or ``CopyObject`` answer has a ``VersionId`` only then): each write's answer updates what the
+store knows, so versioning turned on while a process runs is seen by its next write, with no
+request of its own; ``GetBucketVersioning`` is asked only by a store that has not written yet
+(once). What a write answered is also remembered with the S3 client it went through (not
+process-wide), so that a store made per request on a long-lived client (a Lambda function)
+does not ask again.
 
 Over 400 lines because :class:`S3Store` is one class, kept whole: its verbs share the
 client, the error mapping and the reading of S3's answers (a 403 that means missing, a
@@ -12,9 +18,11 @@ version that is a delete marker), which are read together.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from .. import _telemetry
 from .._aws_errors import map_aws_error
@@ -28,6 +36,18 @@ DELETE_WORKERS = 10
 
 _Versions = list[ObjectVersion]  # in S3Store, ``list`` is the method
 _Infos = list[ObjectInfo]
+
+# Whether the last write through a client to a bucket answered with a version id, per client
+# object (gone with it): what a new store on that client starts from instead of asking.
+_WRITTEN: WeakKeyDictionary[Any, dict[str, bool]] = WeakKeyDictionary()
+_WRITTEN_LOCK = threading.Lock()
+
+
+def _answered_versioned(response: Mapping[str, Any]) -> bool:
+    """Whether a ``PutObject``/``CopyObject`` answer comes from a bucket that keeps versions:
+    it has a ``VersionId`` then (a suspended bucket answers ``null``, or none)."""
+    version_id = response.get("VersionId")
+    return isinstance(version_id, str) and bool(version_id) and version_id != NULL_VERSION
 
 
 def default_s3_client(
@@ -45,6 +65,16 @@ def default_s3_client(
     from ._s3crt import fast_client
 
     return fast_client(new_client("s3", region_name=region_name, endpoint_url=endpoint_url, timeout=timeout))
+
+
+def _written(client: Any) -> dict[str, bool]:
+    """What writes through ``client`` answered of each bucket's versioning (empty for a client
+    that cannot be weakly referenced)."""
+    try:
+        with _WRITTEN_LOCK:
+            return _WRITTEN.setdefault(client, {})
+    except TypeError:
+        return {}
 
 
 def _error_of(exc: object) -> tuple[str, object]:
@@ -105,7 +135,9 @@ class S3Store(ObjectStore):
             raise ConfigurationError("bucket must be a non-empty string")
         self.bucket = bucket
         self.client = client if client is not None else default_s3_client()
-        self._versioning: str | None = None  # the bucket's versioning status, once asked
+        self._versioning: str | None = None  # GetBucketVersioning's status, once asked
+        # Whether the latest write's answer said the bucket keeps versions (None: no write yet).
+        self._written_versioned: bool | None = _written(self.client).get(bucket)
 
     @property
     def identity(self) -> str:
@@ -197,12 +229,14 @@ class S3Store(ObjectStore):
 
             kwargs["Tagging"] = urlencode(dict(tags))
         try:
-            return str(self._call("put_object", **kwargs)["ETag"])
+            response = self._call("put_object", **kwargs)
         except StorageError as exc:
             # If-Match on a key that is gone answers 404 on S3: the same lost race.
             if if_match is not None and isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
                 raise PreconditionFailedError("Error: the object changed concurrently") from exc
             raise
+        self._learn_versioning(response)
+        return str(response["ETag"])
 
     def copy(
         self,
@@ -229,6 +263,7 @@ class S3Store(ObjectStore):
             if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
                 raise PreconditionFailedError("Error: the source object is gone") from exc
             raise
+        self._learn_versioning(response)
         return str(response.get("CopyObjectResult", {}).get("ETag", ""))
 
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
@@ -330,15 +365,32 @@ class S3Store(ObjectStore):
 
     # -- versions ------------------------------------------------------------------------
     def keeps_versions(self) -> bool:
-        """``GetBucketVersioning`` says ``Enabled`` (asked once per store; ``Suspended`` or
-        never enabled is False). Needs ``s3:GetBucketVersioning``."""
+        """Whether the bucket's versioning is ``Enabled``: as the latest write's answer said
+        (a ``VersionId``), else as ``GetBucketVersioning`` says (asked once per store, only
+        before its first write; ``Suspended`` or never enabled is False). Needs
+        ``s3:GetBucketVersioning`` until a write has answered."""
+        if self._written_versioned is not None:
+            return self._written_versioned
         return self._versioning_status() == "Enabled"
+
+    def _learn_versioning(self, response: Mapping[str, Any]) -> None:
+        """Remember what a write's answer says of the bucket's versioning (see the module)."""
+        versioned = _answered_versioned(response)
+        self._written_versioned = versioned
+        _written(self.client)[self.bucket] = versioned
+        if versioned:
+            self._versioning = "Enabled"
+        elif self._versioning == "Enabled":
+            self._versioning = "Suspended"  # it kept versions: it may still hold some
 
     def _versioning_status(self) -> str:
         """``Enabled``, ``Suspended``, or ``""`` for a bucket whose versioning was never
-        enabled (asked once per store)."""
+        enabled (asked once per store, unless a write's answer told first)."""
         if self._versioning is None:
-            self._versioning = str(self._call("get_bucket_versioning").get("Status") or "")
+            if self._written_versioned:
+                self._versioning = "Enabled"
+            else:
+                self._versioning = str(self._call("get_bucket_versioning").get("Status") or "")
         return self._versioning
 
     def list_versions(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectVersion]:
