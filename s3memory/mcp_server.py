@@ -33,6 +33,14 @@ Blank lines are no messages and are skipped. Valid messages go on to the mcp pac
 as with its own stdio transport, which still writes stdout. What a line is, message or
 refusal, is decided in ``_jsonrpc``; reading stdin and serving are here.
 
+Arguments that fail a tool's input schema (a missing parameter, ``view_range`` as a string,
+``insert_line`` as ``"abc"``, a path that is a number) are answered as the memory tool answers
+such input, an ``isError`` result in its words (``Error: Missing required parameter `path` for
+command `view`.``, ``Error: Invalid `insert_line` parameter: 'abc'. It should be an
+integer.``), never with pydantic's text and link: the mcp package's ``MCPServer.call_tool``
+reports a failed validation as a ``ToolError`` caused by the ``ValidationError``, and
+:func:`_invalid_arguments` words it from the tool's schema (see :func:`build_server`).
+
 History (see ``s3memory._history``) is served too, read-only: ``memory_history`` (a file's
 versions), ``memory_show_version`` (one version's text) and ``memory_log`` (the changes under a
 directory), one line per version; ``memory_restore`` only when the server is started with
@@ -65,8 +73,9 @@ from ._entries import MemoryVersion
 from ._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, answer_for_model
 from ._jsonrpc import _refusal, _too_large, _triage
 from ._jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
-from ._memory import EncryptedMemory
+from ._memory import COMMANDS, EncryptedMemory
 from ._mounts import MountedMemory
+from ._render import short_repr
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -238,6 +247,61 @@ def _log_text(memory: EncryptedMemory | MountedMemory, path_prefix: str, limit: 
     return f"Changes under {where}, newest first ({len(entries)} change(s){more}):\n{lines}"
 
 
+# -- arguments that fail a tool's input schema ---------------------------------------------------
+_TYPE_WORDS = {  # a JSON schema type: (one, several)
+    "string": ("a string", "strings"),
+    "integer": ("an integer", "integers"),
+    "number": ("a number", "numbers"),
+    "boolean": ("true or false", "true or false values"),
+    "object": ("an object", "objects"),
+    "array": ("a list", "lists"),
+}
+
+
+def _type_words(schema: Mapping[str, Any], *, several: bool = False) -> str:
+    """One JSON schema type in words: "a string", "a list of integers" (``several``: "strings")."""
+    one, many = _TYPE_WORDS.get(str(schema.get("type")), ("a value of another type", "values of another type"))
+    words = many if several else one
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping):
+        words += f" of {_type_words(items, several=True)}"
+    return words
+
+
+def _expected(schema: Mapping[str, Any]) -> str:
+    """What a parameter's JSON schema asks for, in words; null (the parameter left out) unsaid."""
+    options = schema.get("anyOf", [schema])
+    return " or ".join(_type_words(option) for option in options if option.get("type") != "null")
+
+
+def _invalid_arguments(
+    tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]
+) -> str:
+    """The answer to ``arguments`` that fail ``tool``'s input ``schema`` (pydantic's ``errors``),
+    in the memory tool's words: one line for each parameter at fault, in the schema's order.
+
+    A required parameter that is absent or null is missing, as ``run_command`` says it (the
+    memory tool reads null as absent); any other a wrong value, shown short (``short_repr``),
+    with the type the schema asks for. Nothing of pydantic's text is used but the names of
+    the parameters at fault, which are the schema's own.
+    """
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    faulty = {str(error["loc"][0]) for error in errors if error.get("loc")}
+    kind = "command" if tool in COMMANDS else "tool"
+    lines = []
+    for name in [*properties, *sorted(faulty - set(properties))]:
+        if name not in faulty:
+            continue
+        value = arguments.get(name)
+        if value is None and name in required:
+            lines.append(f"Error: Missing required parameter `{name}` for {kind} `{tool}`.")
+        else:
+            expected = _expected(properties.get(name, {}))
+            lines.append(f"Error: Invalid `{name}` parameter: {short_repr(value)}. It should be {expected}.")
+    return "\n".join(lines) or f"Error: Invalid arguments for {kind} `{tool}`."
+
+
 def allow_restore_from_environment(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``S3MEMORY_MCP_ALLOW_RESTORE`` turns on ``memory_restore`` (1 or 0; unset: off)."""
     value = (os.environ if environ is None else environ).get(ALLOW_RESTORE_VARIABLE, "")
@@ -262,14 +326,42 @@ def build_server(
     """
     _require_mcp()
     import anyio.to_thread
-    from mcp.server.mcpserver import MCPServer
-    from mcp.types import CallToolResult, ToolAnnotations
-    from pydantic import Field
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+    from pydantic import Field, ValidationError
 
     from . import __version__
 
+    class Server(MCPServer[Any]):
+        """``MCPServer``, but arguments that fail a tool's input schema are answered in the
+        memory tool's words (:func:`_invalid_arguments`), not with pydantic's text.
+
+        ``call_tool`` raises such a failure as a ``ToolError`` whose ``__cause__`` is the
+        ``ValidationError`` (``Tool.run``, before the tool's function is called); nothing else
+        does (a tool's own failure is an ``isError`` result of :func:`_answer`, and an exception
+        it raised an ``UnexpectedToolError``).
+        """
+
+        async def call_tool(
+            self, name: str, arguments: dict[str, Any], context: "Context[Any, Any] | None" = None
+        ) -> "CallToolResult | InputRequiredResult":
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                invalid = exc.__cause__
+                if isinstance(exc, UnexpectedToolError) or not isinstance(invalid, ValidationError):
+                    raise
+                schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name), {})
+                errors = invalid.errors(include_url=False, include_context=False, include_input=False)
+                text = _invalid_arguments(name, schema, arguments, errors)
+                log.info(
+                    "tool %r refused its arguments: %s", name, sorted({str(e["loc"][0]) for e in errors if e["loc"]})
+                )
+                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
     memory = _Once(open_memory)
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = Server(
         name="s3memory",
         title="Encrypted memory",
         version=__version__,

@@ -508,6 +508,81 @@ def test_escaping_paths_are_refused_by_s3memory(mem: EncryptedMemory) -> None:
     assert mem.list_files() == []
 
 
+def refused(path: str, normal: str) -> str:
+    """The refusal of ``path``, a spelling of ``normal`` (in /memories/) that the route misses."""
+    return f"invalid_path: {path!r} is {normal!r} written another way; use {normal!r}"
+
+
+#: Paths that name a file in /memories/ but do not begin with "/memories/" as written, so that
+#: deepagents' CompositeBackend would route them to the default backend.
+OTHER_SPELLINGS = [
+    ("//memories/x.md", "/memories/x.md"),  # deepagents' validate_path keeps a leading "//"
+    ("//memories", "/memories"),
+    ("/./memories/x.md", "/memories/x.md"),
+    ("/tmp/../memories/x.md", "/memories/x.md"),
+    ("memories/x.md", "/memories/x.md"),
+    ("\\\\memories\\x.md", "/memories/x.md"),
+]
+
+
+@pytest.mark.parametrize(("path", "normal"), OTHER_SPELLINGS)
+def test_other_spellings_of_memories_are_refused_not_sent_elsewhere(
+    mem: EncryptedMemory, tmp_path: Path, path: str, normal: str
+) -> None:
+    """Every method, sync and async, on a path whose normal form is in /memories/ but that the
+    route misses as written: invalid_path, and neither backend touched (issue: write_file of
+    "//memories/x" said "Updated file" and wrote the conversation's state)."""
+    scratch = tmp_path / "default"
+    scratch.mkdir()
+    backend = deep_agent_backend(mem, default=FilesystemBackend(root_dir=scratch, virtual_mode=True))
+    bare, text = refused(path, normal), "Error: " + refused(path, normal)
+    assert backend.write(path, "lost?").error == text
+    assert backend.edit(path, "a", "b").error == text
+    assert backend.delete(path).error == text
+    assert backend.grep("x", path).error == text
+    assert backend.ls(path).error == bare  # deepagents adds "Error: " to these three
+    assert backend.read(path).error == bare
+    assert backend.glob("*", path).error == bare
+    assert [r.error for r in backend.upload_files([(path, b"x"), ("/memories/ok.md", b"ok")])] == [
+        "invalid_path",
+        None,
+    ]
+    assert [r.error for r in backend.download_files([path, "/memories/ok.md"])] == ["invalid_path", None]
+    assert asyncio.run(backend.awrite(path, "lost?")).error == text
+    assert asyncio.run(backend.aedit(path, "a", "b")).error == text
+    assert asyncio.run(backend.adelete(path)).error == text
+    assert asyncio.run(backend.agrep("x", path)).error == text
+    assert asyncio.run(backend.als(path)).error == bare
+    assert asyncio.run(backend.aread(path)).error == bare
+    assert asyncio.run(backend.aglob("*", path)).error == bare
+    assert [r.error for r in asyncio.run(backend.aupload_files([(path, b"x")]))] == ["invalid_path"]
+    assert [r.error for r in asyncio.run(backend.adownload_files([path]))] == ["invalid_path"]
+    assert list(scratch.iterdir()) == []
+    assert [f.path for f in mem.list_files()] == ["/memories/ok.md"]
+    # the route as written, and paths outside it, are unchanged
+    assert backend.write("/memories/x.md", "kept").error is None
+    assert backend.write("/memoriesX/a.md", "a").error is None
+    assert backend.write("/b.md", "b").error is None
+    assert sorted(p.name for p in scratch.iterdir()) == ["b.md", "memoriesX"]
+
+
+def test_deep_agent_write_file_to_double_slash_memories_is_an_error(mem: EncryptedMemory) -> None:
+    """The model's write_file("//memories/x.md") is an error result that names the path to use,
+    and nothing is in the conversation's files either; the retry lands in the memory."""
+    agent, _ = agent_for(
+        deep_agent_backend(mem),
+        call("write_file", file_path="//memories/x.md", content="remember this\n"),
+        call("write_file", file_path="/memories/x.md", content="remember this\n"),
+    )
+    out = agent.invoke({"messages": [{"role": "user", "content": "remember"}]})
+    assert tool_results(out) == [
+        ("write_file", "error", "Error: " + refused("//memories/x.md", "/memories/x.md")),
+        ("write_file", "success", "Updated file /memories/x.md"),
+    ]
+    assert not out.get("files")
+    assert mem.read_text("/memories/x.md") == "remember this\n"
+
+
 def test_deep_agent_without_agents_md(mem: EncryptedMemory) -> None:
     """memory=[...] naming a file not yet written: file_not_found, which deepagents skips."""
     agent, model = agent_for(deep_agent_backend(mem), memory=["/memories/AGENTS.md"])

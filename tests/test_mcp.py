@@ -170,13 +170,92 @@ async def test_errors_are_tool_errors_and_the_server_keeps_serving(tmp_path: Pat
         assert await call(client, "delete", path="/memories") == error(
             "Error: Cannot delete the /memories directory itself"
         )
-        # arguments that fail the input schema are refused by the SDK, as a tool error too
-        is_error, text = await call(client, "insert", path="/memories/a.md", insert_line="x", insert_text="y")
-        assert is_error and "insert_line" in text
+        # arguments that fail the input schema: a tool error in the memory tool's words
+        assert await call(client, "insert", path="/memories/a.md", insert_line="x", insert_text="y") == error(
+            "Error: Invalid `insert_line` parameter: 'x'. It should be an integer."
+        )
         # ... and after all that the server still answers
         assert await call(client, "view", path="/memories/a.md") == ok(
             "Here's the content of /memories/a.md with line numbers:\n     1\tone"
         )
+
+
+#: Arguments that fail a tool's input schema, and the answer: the memory tool's words
+#: (s3memory._memory.run_command's for a missing parameter, _render's "Invalid `x` parameter"
+#: otherwise), never pydantic's text or its link.
+WRONGLY_TYPED: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "view",
+        {"path": "/memories/a.md", "view_range": "1,2"},
+        "Error: Invalid `view_range` parameter: '1,2'. It should be a list of integers.",
+    ),
+    (
+        "view",
+        {"path": "/memories/a.md", "view_range": [1, "x"]},
+        "Error: Invalid `view_range` parameter: [1, 'x']. It should be a list of integers.",
+    ),
+    (
+        "view",
+        {"path": "/memories/a.md", "view_range": [1.5, 2]},
+        "Error: Invalid `view_range` parameter: [1.5, 2]. It should be a list of integers.",
+    ),
+    (
+        "insert",
+        {"path": "/memories/a.md", "insert_line": "abc", "insert_text": "x"},
+        "Error: Invalid `insert_line` parameter: 'abc'. It should be an integer.",
+    ),
+    ("view", {"path": 5}, "Error: Invalid `path` parameter: 5. It should be a string."),
+    ("view", {}, "Error: Missing required parameter `path` for command `view`."),
+    ("create", {"path": None, "file_text": "x"}, "Error: Missing required parameter `path` for command `create`."),
+    (
+        "create",
+        {"path": "/memories/b.md", "file_text": {"a": 1}},
+        "Error: Invalid `file_text` parameter: {'a': 1}. It should be a string.",
+    ),
+    (
+        "str_replace",
+        {"path": "/memories/a.md"},
+        "Error: Missing required parameter `old_str` for command `str_replace`.\n"
+        "Error: Missing required parameter `new_str` for command `str_replace`.",
+    ),
+    (
+        "rename",
+        {"old_path": ["/memories/a.md"], "new_path": "/memories/b.md"},
+        "Error: Invalid `old_path` parameter: ['/memories/a.md']. It should be a string.",
+    ),
+    (
+        "memory_search",
+        {"query": "a", "path_prefix": 7},
+        "Error: Invalid `path_prefix` parameter: 7. It should be a string.",
+    ),
+    (
+        "memory_log",
+        {"limit": "many"},
+        "Error: Invalid `limit` parameter: 'many'. It should be an integer.",
+    ),
+    (
+        "memory_show_version",
+        {"path": "/memories/a.md"},
+        "Error: Missing required parameter `version` for tool `memory_show_version`.",
+    ),
+]
+
+
+@pytest.mark.anyio
+async def test_wrongly_typed_arguments_are_answered_in_the_tools_words() -> None:
+    """In process: every argument that fails the input schema, also a missing one, is an
+    ``isError`` result in the memory tool's words, and nothing is run or written."""
+    memory = open_memory(user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY)
+    memory.create("/memories/a.md", "one\n")
+    async with Client(build_server(lambda: memory)) as client:
+        for tool, arguments, answer in WRONGLY_TYPED:
+            is_error, text = await call(client, tool, **arguments)
+            assert (is_error, text) == (True, answer), (tool, arguments)
+            assert "pydantic" not in text and "http" not in text and "validation error" not in text
+        # the long value of a wrong type is shown short, on one line
+        is_error, text = await call(client, "create", path=["x" * 10_000], file_text="x")
+        assert is_error and len(text) < 200 and "\n" not in text, text
+    assert memory.read_text("/memories/a.md") == "one\n" and [f.path for f in memory.list_files()] == ["/memories/a.md"]
 
 
 @pytest.mark.anyio

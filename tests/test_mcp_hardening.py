@@ -264,9 +264,19 @@ def test_valid_json_rpc_the_sdk_refuses_is_answered_by_it(server: RawServer) -> 
     server.send_bytes(request(5, "no/such/method") + b"\n")
     assert_error(server.receive(), -32601, 5)
     server.send_bytes(request(6, "tools/call", params={"name": "view"}) + b"\n")
-    answer = server.receive()
-    assert answer["id"] == 6, answer  # an error either way: a JSON-RPC error or a tool error
-    assert "error" in answer or answer["result"]["isError"] is True, answer
+    answer = server.receive()  # no arguments: a tool error in the memory tool's words
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 6,
+        "result": {
+            "content": [{"type": "text", "text": "Error: Missing required parameter `path` for command `view`."}],
+            "isError": True,
+        },
+    }, answer
+    assert server.call(8, "view", path="/memories", view_range="1,2") == (
+        True,
+        "Error: Invalid `view_range` parameter: '1,2'. It should be a list of integers.",
+    )
     assert server.call(7, "view", path="/memories")[0] is False
     server.close()
 

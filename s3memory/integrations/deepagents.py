@@ -48,20 +48,36 @@ memory tool, ``s3memory.S3MemoryTool``, or the ``s3memory`` command line); entri
 age; files are UTF-8 text only: a binary upload is refused, and so is a name deepagents
 reads as binary (an image, PDF, audio or video name: it would send the text as base64
 data), on a write and on a read; the backend runs no commands (``execute``
-stays the default backend's). deepagents' own path check keeps a leading ``//``, so the
-composite sends ``//memories/x`` to the default backend, not here (the model is told the
-file was written; it lives in the conversation's state). deepagents 0.7 needs Python 3.11
-or later.
+stays the default backend's). deepagents 0.7 needs Python 3.11 or later.
+
+A path that names a file in ``/memories/`` in another spelling is refused, not sent
+elsewhere: deepagents' own path check keeps a leading ``//`` (POSIX allows it a meaning of
+its own), and deepagents' ``CompositeBackend`` routes by the prefix as written, so it would
+send ``//memories/x`` (or ``/x/../memories/x``, or ``memories/x`` from a caller that skips
+the check) to the default backend: the model would be told "Updated file" and the text
+would live in the conversation's state, not in the memory. The composite
+:func:`deep_agent_backend` builds compares each path's normal form (backslashes as slashes,
+leading slashes as one, ``.`` and ``..`` resolved) with the route the path takes as written;
+where they differ, every method answers ``invalid_path`` (with the path to use) and touches
+no backend. Such paths are refused rather than routed because deepagents' permission rules
+match the path as written: routing ``//memories/x`` to the memory would let it past a rule
+that denies writes to ``/memories/**``.
+
+The module is longer than 400 lines by the protocol's methods, once in the backend and once
+(sync and async) in the composite that refuses other spellings: kept whole, so that the
+whole adapter reads in one place.
 """
 
 from __future__ import annotations
 
+import posixpath
 import unicodedata
 from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
 from deepagents.backends import CompositeBackend, StateBackend
+from deepagents.backends.composite import _route_for_path
 from deepagents.backends.protocol import (
     FILE_NOT_FOUND,
     INVALID_PATH,
@@ -383,8 +399,137 @@ def deep_agent_backend(
     """A ``CompositeBackend`` for ``create_deep_agent(backend=...)``: ``/memories/`` in the
     encrypted memory (an :class:`S3MemoryBackend` on ``memory``, or one opened from the
     options of :func:`s3memory.open_memory`), every other path in ``default`` (deepagents'
-    ``StateBackend()``, the conversation's state, if none is given)."""
-    return CompositeBackend(
+    ``StateBackend()``, the conversation's state, if none is given). A path that is in
+    ``/memories/`` only once normalised (``//memories/x``) is refused with ``invalid_path``
+    rather than sent to ``default`` (see the module)."""
+    return _CanonicalRoutes(
         default=default if default is not None else StateBackend(),
         routes={MEMORIES_ROUTE: S3MemoryBackend(memory, **options)},
     )
+
+
+def _normal_form(path: str) -> str:
+    """``path`` as one file name: backslashes as slashes (as deepagents' ``validate_path``
+    reads them), absolute, leading slashes as one, ``.`` and ``..`` resolved."""
+    return posixpath.normpath("/" + path.replace("\\", "/").lstrip("/"))
+
+
+class _CanonicalRoutes(CompositeBackend):
+    """deepagents' ``CompositeBackend``, but a path whose normal form is in a route it does not
+    take as written (``//memories/x``, ``/a/../memories/x``, ``memories/x``) is refused,
+    ``invalid_path``, by every method, instead of going to another backend (see the module)."""
+
+    def _misrouted(self, path: str | None) -> str | None:
+        """Why ``path`` is refused (the text without ``"Error: "``), or None."""
+        if path is None:
+            return None
+        normal = _normal_form(path)
+        _, _, wanted = _route_for_path(default=self.default, sorted_routes=self.sorted_routes, path=normal)
+        if wanted is None:
+            return None
+        _, _, taken = _route_for_path(default=self.default, sorted_routes=self.sorted_routes, path=path)
+        if taken == wanted:
+            return None  # in the route: the routed backend judges the rest ("..", "//" below it)
+        return f"{INVALID_PATH}: {path!r} is {normal!r} written another way; use {normal!r}"
+
+    # ls, read and glob: deepagents puts "Error: " before the text; the others show it as it is.
+    def ls(self, path: str) -> LsResult:
+        refused = self._misrouted(path)
+        return LsResult(error=refused) if refused else super().ls(path)
+
+    async def als(self, path: str) -> LsResult:
+        refused = self._misrouted(path)
+        return LsResult(error=refused) if refused else await super().als(path)
+
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        refused = self._misrouted(file_path)
+        return ReadResult(error=refused) if refused else super().read(file_path, offset, limit)
+
+    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        refused = self._misrouted(file_path)
+        return ReadResult(error=refused) if refused else await super().aread(file_path, offset, limit)
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        refused = self._misrouted(path)
+        return GlobResult(error=refused) if refused else super().glob(pattern, path)
+
+    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        refused = self._misrouted(path)
+        return GlobResult(error=refused) if refused else await super().aglob(pattern, path)
+
+    def grep(
+        self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
+    ) -> GrepResult:
+        refused = self._misrouted(path)
+        if refused:
+            return GrepResult(error=f"Error: {refused}")
+        return super().grep(pattern, path, glob, max_count=max_count)
+
+    async def agrep(
+        self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
+    ) -> GrepResult:
+        refused = self._misrouted(path)
+        if refused:
+            return GrepResult(error=f"Error: {refused}")
+        return await super().agrep(pattern, path, glob, max_count=max_count)
+
+    def write(self, file_path: str, content: str) -> WriteResult:
+        refused = self._misrouted(file_path)
+        return WriteResult(error=f"Error: {refused}") if refused else super().write(file_path, content)
+
+    async def awrite(self, file_path: str, content: str) -> WriteResult:
+        refused = self._misrouted(file_path)
+        return WriteResult(error=f"Error: {refused}") if refused else await super().awrite(file_path, content)
+
+    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
+        refused = self._misrouted(file_path)
+        if refused:
+            return EditResult(error=f"Error: {refused}")
+        return super().edit(file_path, old_string, new_string, replace_all=replace_all)
+
+    async def aedit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
+        refused = self._misrouted(file_path)
+        if refused:
+            return EditResult(error=f"Error: {refused}")
+        return await super().aedit(file_path, old_string, new_string, replace_all=replace_all)
+
+    def delete(self, file_path: str) -> DeleteResult:
+        refused = self._misrouted(file_path)
+        return DeleteResult(error=f"Error: {refused}") if refused else super().delete(file_path)
+
+    async def adelete(self, file_path: str) -> DeleteResult:
+        refused = self._misrouted(file_path)
+        return DeleteResult(error=f"Error: {refused}") if refused else await super().adelete(file_path)
+
+    # The batch methods: the protocol's code for each refused path, the others passed on.
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        passed = [file for file in files if not self._misrouted(file[0])]
+        answers = iter(super().upload_files(passed) if passed else [])
+        return [
+            FileUploadResponse(path=path, error=INVALID_PATH) if self._misrouted(path) else next(answers)
+            for path, _ in files
+        ]
+
+    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        passed = [file for file in files if not self._misrouted(file[0])]
+        answers = iter(await super().aupload_files(passed) if passed else [])
+        return [
+            FileUploadResponse(path=path, error=INVALID_PATH) if self._misrouted(path) else next(answers)
+            for path, _ in files
+        ]
+
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        passed = [path for path in paths if not self._misrouted(path)]
+        answers = iter(super().download_files(passed) if passed else [])
+        return [
+            FileDownloadResponse(path=path, error=INVALID_PATH) if self._misrouted(path) else next(answers)
+            for path in paths
+        ]
+
+    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        passed = [path for path in paths if not self._misrouted(path)]
+        answers = iter(await super().adownload_files(passed) if passed else [])
+        return [
+            FileDownloadResponse(path=path, error=INVALID_PATH) if self._misrouted(path) else next(answers)
+            for path in paths
+        ]
