@@ -245,7 +245,6 @@ class InstructionCheck:
         log.info("held a write for review: it reads like instructions to a future session (%s)", kinds)
         raise WriteHeldError(_HELD.format(path=shown))
 
-
     def rename_verdict(self, new: MemoryPath, shown: str) -> str | None:
         """The finding to record with a rename to ``new`` (``flag``), or None; under
         ``quarantine`` a name that reads like instructions refuses the rename (there is no
