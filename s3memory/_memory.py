@@ -869,20 +869,21 @@ class EncryptedMemory:
 
     @_telemetry.traced("redact", _telemetry.UPDATE, records=1)
     def redact(self, path: str, version: str) -> str:
-        """Delete the content of one earlier version of ``path`` for good (leaked secrets,
-        personal data, deletion requests); its history entry stays, saying who made it,
-        when, and who redacted it.
+        """Delete the text of one earlier version of ``path`` for good (leaked secrets,
+        personal data, deletion requests), wherever the user's memory stores it: every
+        version with the same text at any path, the writes held for review made on it and the
+        search index. History entries stay, saying who made each and when, and who redacted it.
 
         Raises:
             VersionNotFoundError, InvalidPathError: as for :meth:`read_version`.
-            ConfigurationError: the version is the file's current one (edit or delete the
-                file first), or the store keeps no versions.
+            ConfigurationError: the text is the current content of a file (this one or
+                another: edit or delete it first), or the store keeps no versions.
         """
         parsed = self._file_path(path)
         self._writable("redact", path)
         if not self.files.names_ready():
             raise VersionNotFoundError(f"Error: {self.files.shown(parsed)} has no version {version!r}.")
-        return _versions.redact(self.files, parsed, version)
+        return _versions.redact(self.files, parsed, version, held_writes=_quarantine)
 
     @_telemetry.traced("changes", _telemetry.SEARCH, records=len)
     def changes(

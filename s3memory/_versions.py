@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Protocol
 
 from . import _envelope as envelope
-from . import _quarantine, _records
+from . import _records
 from ._entries import MemoryVersion
 from ._errors import (
     ConfigurationError,
@@ -240,7 +241,16 @@ def _counted(count: int, what: str) -> str:
     return f"{count} {what}{'' if count == 1 else 's'}"
 
 
-def redact(files: SealedFiles, path: MemoryPath, version: str) -> str:
+class HeldWrites(Protocol):
+    """The writes held for review, as redaction must reach them (``_quarantine`` is one: it
+    is passed in, so that history stays below the memory's rules)."""
+
+    def held_versions(self, files: SealedFiles) -> list[ObjectVersion]: ...
+
+    def holds_text(self, files: SealedFiles, version: ObjectVersion, digest: str) -> bool: ...
+
+
+def redact(files: SealedFiles, path: MemoryPath, version: str, *, held_writes: HeldWrites) -> str:
     """Delete ``version``'s text for good wherever the tenant stores it; a record keeps who
     made each version removed and when.
 
@@ -271,7 +281,7 @@ def redact(files: SealedFiles, path: MemoryPath, version: str) -> str:
     rt = files.round_trip()
     read = rt.submit(_read_content, files, where, key, version)
     listed = rt.submit(lambda: list(files.store.list_versions(files.layout.memory_prefix)))
-    held = rt.submit(_quarantine.held_versions, files)
+    held = rt.submit(held_writes.held_versions, files)
     sealer = rt.submit(_records.sealer, files, [where])
     rt.wait()
     content, provenance = read.result()
@@ -289,7 +299,7 @@ def redact(files: SealedFiles, path: MemoryPath, version: str) -> str:
     same = [rt.submit(_same_text, files, p, v, content) for p, v in candidates]
     digest = content.digest
     holding = (
-        [] if digest is None else [(v, rt.submit(_quarantine.holds_text, files, v, digest)) for v in held.result()]
+        [] if digest is None else [(v, rt.submit(held_writes.holds_text, files, v, digest)) for v in held.result()]
     )
     rt.wait()
     copies = [r for r in (pending.result() for pending in same) if r is not None]
