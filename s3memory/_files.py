@@ -178,7 +178,12 @@ class SealedFiles:
         """``metadata`` with the provenance of this write sealed in under its ``data_key``, and
         that provenance (which the write's record repeats):
         a new file unless it ``follows`` an earlier version (whose file id it keeps); made
-        now, or at ``at_us`` (a rename gives its copies and its record one time)."""
+        now, or at ``at_us`` (a rename gives its copies and its record one time).
+
+        A history key made for this write and not stored yet is stored now: the write is
+        about to land, past every refusal, and its key document lands before it."""
+        if self.history_key is not None:
+            self.history_key.commit_pending()
         provenance = Provenance(
             op,
             int(time.time() * 1_000_000) if at_us is None else at_us,

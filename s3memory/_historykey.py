@@ -78,6 +78,7 @@ class HistoryKey:
         self._is_sealed_record = is_sealed_record
         # Keys made by key(create=True, defer=True) and not stored yet, with their documents.
         self._pending: dict[bytes, bytes] = {}
+        self._resolved: dict[bytes, bytes] = {}  # a pending key, stored: the key stored for it
         self._pending_lock = threading.Lock()
         self.document = KeyDocumentSlot(
             store=store,
@@ -128,13 +129,28 @@ class HistoryKey:
         writer stored one first, that one (records must be sealed under the stored key). Any
         other key is returned as it is."""
         with self._pending_lock:
+            resolved = self._resolved.get(key)
             pending = self._pending.get(key)
+        if resolved is not None:
+            return resolved
         if pending is None:
             return key
         stored = self.document.cached(lambda: self._store_pending(key, pending))
         with self._pending_lock:
             self._pending.pop(key, None)
+            while len(self._resolved) >= _MAX_PENDING:
+                self._resolved.pop(next(iter(self._resolved)))
+            self._resolved[key] = stored
         return stored
+
+    def commit_pending(self) -> None:
+        """Store the keys :meth:`key` made with ``defer`` and not stored yet: called by a write
+        about to land (``SealedFiles.stamped``), so that the key document lands before the
+        object whose record it seals, as when it was stored in the command's first round trip."""
+        with self._pending_lock:
+            keys = list(self._pending)
+        for key in keys:
+            self.committed(key)
 
     def _loaded_or_pending(self) -> bytes:
         key = self._current()

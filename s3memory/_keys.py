@@ -529,12 +529,19 @@ class TenantKeyring(Keyring):
         data_key = os.urandom(DATA_KEY_BYTES)
         keys = self._keys_or_pending()
         if isinstance(keys, _PendingKeys):
-            return data_key, _WrappedOnSeal(lambda: self.wrap(data_key, binding, pending=keys))
+            # Wrapped now under the new key (its nonce drawn now, as for a stored key); if
+            # another writer stores a tenant key first, re-wrapped under theirs at the seal.
+            made = self._wrapped(keys.keys, data_key, binding)
+
+            def finish() -> WrappedKey:
+                stored = self.document.cached(keys.stored)
+                return made if stored.kid == keys.keys.kid else self._wrapped(stored, data_key, binding)
+
+            return data_key, _WrappedOnSeal(finish)
         return data_key, self._wrapped(keys, data_key, binding)
 
-    def wrap(self, data_key: bytes, binding: dict[str, str], *, pending: _PendingKeys | None = None) -> WrappedKey:
-        keys = self.keys(create=True) if pending is None else self.document.cached(pending.stored)
-        return self._wrapped(keys, data_key, binding)
+    def wrap(self, data_key: bytes, binding: dict[str, str]) -> WrappedKey:
+        return self._wrapped(self.keys(create=True), data_key, binding)
 
     def _keys_or_pending(self) -> TenantKeys | _PendingKeys:
         """The tenant's keys (cached or read); for a tenant without a document, a new key
@@ -600,10 +607,10 @@ class _PendingKeys:
 
     def __init__(self, keyring: TenantKeyring, keys: TenantKeys) -> None:
         self._keyring = keyring
-        self._keys = keys
+        self.keys = keys
 
     def stored(self) -> TenantKeys:
-        return self._keyring._store_new(self._keys)
+        return self._keyring._store_new(self.keys)
 
 
 class _WrappedOnSeal(WrappedKey):
