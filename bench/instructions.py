@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from s3memory._instructions import InstructionScreen  # noqa: E402
+from s3memory._screening.instructions import InstructionScreen  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 SECTION = re.compile(r"^## /memories/", re.MULTILINE)

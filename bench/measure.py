@@ -153,8 +153,8 @@ def library_s3_client(endpoint: str | None) -> Any:
     tuning the library applies), so that the bench measures what users get. In process
     (``endpoint`` None) the fake answers from botocore's events, which awscrt's requests
     would go past: there it is botocore's client alone, as s3memory builds it."""
-    from s3memory._aws import new_client
-    from s3memory.stores._s3crt import fast_client
+    from s3memory._aws.clients import new_client
+    from s3memory._aws.crt import fast_client
 
     client = new_client("s3", region_name=REGION, endpoint_url=endpoint)
     return fast_client(client) if endpoint is not None and FAST_CLIENT else client

@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from history import SlowStore, round_trips
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, Limits, open_memory
-from s3memory import _index as index
-from s3memory._envelope import canonical_json
-from s3memory._search import parse_query, search_texts
+from s3memory._crypto.envelope import canonical_json
+from s3memory._search import index
+from s3memory._search.query import parse_query, search_texts
 
 KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/bench"
 WORDS = (

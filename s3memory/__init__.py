@@ -9,11 +9,37 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._access import AccessLog
-from ._aws import tune_session
+from ._admin.expiry import ExpiryReport, StaleMemory, expire_memories
+from ._admin.lifecycle import (
+    ErasureReport,
+    KeptKey,
+    MasterRewrapReport,
+    RotationReport,
+    VersionExpiryReport,
+    erase_tenant,
+    expire_noncurrent_versions,
+    rewrap_tenant_key,
+    rotate_tenant_key,
+)
+from ._admin.manage import MemoryAdmin, MemoryInfo, NotExists, Sha256
+from ._admin.policy import (
+    assume_role_request,
+    deployment_documents,
+    iam_policy,
+    kms_key_policy,
+    lifecycle_configuration,
+)
+from ._aws.clients import tune_session
 from ._config import Settings
-from ._entries import MemoryVersion
-from ._envelope import WrappedKey, binding_context
+from ._core.access import AccessLog
+from ._core.memory import EncryptedMemory, FileEntry, Limits
+from ._core.mountprompt import memory_stores_prompt
+from ._core.mounts import Mount, MountedMemory
+from ._core.quarantine import PendingWrite, WriteHeldError
+from ._crypto.envelope import WrappedKey, binding_context
+from ._crypto.historykey import HistoryKey
+from ._crypto.keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
+from ._crypto.keyring import Keyring
 from ._errors import (
     BucketNotFoundError,
     ConfigurationError,
@@ -36,38 +62,18 @@ from ._errors import (
     TenantKeyError,
     VersionNotFoundError,
 )
-from ._expiry import ExpiryReport, StaleMemory, expire_memories
 from ._factory import MemoryOptions, open_memory
-from ._guard import Detector, Finding, SecretGuard, SensitiveDataError
-from ._historykey import HistoryKey
+from ._history.entries import MemoryVersion
 from ._identity import user_id_for_subject
-from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
-from ._keys import Keyring
 from ._layout import NameSealing, TenantLayout
-from ._lifecycle import (
-    ErasureReport,
-    KeptKey,
-    MasterRewrapReport,
-    RotationReport,
-    VersionExpiryReport,
-    erase_tenant,
-    expire_noncurrent_versions,
-    rewrap_tenant_key,
-    rotate_tenant_key,
-)
-from ._manage import MemoryAdmin, MemoryInfo, NotExists, Sha256
-from ._memory import EncryptedMemory, FileEntry, Limits
-from ._mountprompt import memory_stores_prompt
-from ._mounts import Mount, MountedMemory
 from ._paths import MemoryPath, parse_path, validate_tenant
-from ._policy import assume_role_request, deployment_documents, iam_policy, kms_key_policy, lifecycle_configuration
-from ._quarantine import PendingWrite, WriteHeldError
 from ._render import format_size
-from ._search import SearchResult
+from ._screening.secrets import Detector, Finding, SecretGuard, SensitiveDataError
+from ._search.query import SearchResult
 from .stores import InMemoryStore, ObjectStore, S3Store
 
 if TYPE_CHECKING:
-    from ._tool import AsyncS3MemoryTool, S3MemoryTool
+    from .integrations.anthropic import AsyncS3MemoryTool, S3MemoryTool
     from .stores import LocalDirStore
 
 __version__ = "0.1.0"
@@ -160,7 +166,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("S3MemoryTool", "AsyncS3MemoryTool"):
-        from . import _tool
+        from .integrations import anthropic as _tool
 
         return getattr(_tool, name)
     if name == "LocalDirStore":  # the embedded default's store: a Lambda never loads it

@@ -18,13 +18,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ._aws import DEFAULT_TIMEOUT_SECONDS, check_timeout, region_for
+from ._aws.clients import DEFAULT_TIMEOUT_SECONDS, check_timeout, region_for
+from ._core.memory import EncryptedMemory
+from ._core.mounts import Mount, MountedMemory, mounts_from_json
+from ._core.quarantine import DEFAULT_INSTRUCTION_POLICY, INSTRUCTION_POLICIES, InstructionPolicy
+from ._crypto.keyfile import _private_directory, load_or_create_master_key
 from ._errors import ConfigurationError
 from ._factory import KeyMode, SensitiveDataPolicy, open_memory
-from ._keyfile import _private_directory, load_or_create_master_key
-from ._memory import EncryptedMemory
-from ._mounts import Mount, MountedMemory, mounts_from_json
-from ._quarantine import DEFAULT_INSTRUCTION_POLICY, INSTRUCTION_POLICIES, InstructionPolicy
 
 #: option name -> (environment variable, help). The README's configuration table mirrors it
 #: (tests/test_docs.py checks that every variable is documented).
@@ -241,7 +241,7 @@ class Settings:
         if self.key_mode == "kms" and not self.kms_key_id:
             raise ConfigurationError(f"--key-mode kms needs {setting_name('kms_key_id')}")
         if self.bucket:
-            from ._aws import new_client
+            from ._aws.clients import new_client
 
             region = self.aws_region()
             s3 = new_client("s3", region_name=region, endpoint_url=self.endpoint_url, timeout=self.timeout)

@@ -6,18 +6,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, overload
 
-from ._access import AccessLog
+from ._core.access import AccessLog
+from ._core.memory import EncryptedMemory, Limits
+from ._core.mounts import Mount, MountedMemory, check_mounts
+from ._core.quarantine import DEFAULT_INSTRUCTION_POLICY, InstructionPolicy
+from ._crypto.historykey import HistoryKey
+from ._crypto.keydocs import KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
+from ._crypto.keyring import Keyring, KmsKeyring, TenantKeyring
+from ._crypto.names import NameCipher
+from ._crypto.provenance import DEFAULT_ACTOR, validate_actor
 from ._errors import ConfigurationError
-from ._historykey import HistoryKey
-from ._keydocs import KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
-from ._keys import Keyring, KmsKeyring, TenantKeyring
 from ._layout import HISTORY_KEY, NAMES_KEY, TENANT_KEY, TenantLayout
-from ._memory import EncryptedMemory, Limits
-from ._mounts import Mount, MountedMemory, check_mounts
-from ._names import NameCipher
 from ._paths import ROOT, validate_tenant
-from ._provenance import DEFAULT_ACTOR, validate_actor
-from ._quarantine import DEFAULT_INSTRUCTION_POLICY, InstructionPolicy
 from .stores import ObjectStore, S3Store
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class MemoryOptions(TypedDict, total=False):
 def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:
     """A KMS client in the S3 client's region (else the region ``resolve_region`` finds),
     configured as ``s3memory._aws.client_config`` says."""
-    from ._aws import new_client
+    from ._aws.clients import new_client
 
     region = getattr(getattr(s3_client, "meta", None), "region_name", None)
     return new_client("kms", region_name=region, timeout=timeout)
@@ -86,7 +86,7 @@ def _open_store(
     """:func:`open_memory` for one store (the own one, or one mounted at ``shown_root``)."""
     layout = TenantLayout(user_id, prefix)
     if timeout is not None:
-        from ._aws import check_timeout
+        from ._aws.clients import check_timeout
 
         timeout = check_timeout(timeout)
     if store is None:
@@ -147,7 +147,7 @@ def _open_store(
     screen: Callable[[str], str] | None = None
     screen_edit: Callable[[str, str], str] | None = None
     if isinstance(sensitive_data, str):
-        from ._guard import SecretGuard
+        from ._screening.secrets import SecretGuard
 
         if sensitive_data != "allow":
             guard = SecretGuard(sensitive_data)
@@ -232,7 +232,7 @@ def open_memory(  # type: ignore[misc]
         key_cache: where unwrapped keys are cached; by default one cache per process.
         encrypt_names: seal every file and directory name in the object keys (AES-SIV under a
             per-tenant names key, wrapped by the master key or, with ``key_mode="kms"``, by the
-            KMS key), so the bucket's keys show no names; see ``s3memory._names`` for what is
+            KMS key), so the bucket's keys show no names; see ``s3memory._crypto.names`` for what is
             still visible and the shorter path limits. Choose it once per user: a memory
             written with it cannot be read without it, nor the other way round.
         sensitive_data: what to do with secrets (private keys, AWS keys, API tokens, JWTs,

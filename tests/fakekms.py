@@ -9,7 +9,7 @@ import hashlib
 import os
 from typing import Any
 
-from s3memory._envelope import canonical_json
+from s3memory._crypto.envelope import canonical_json
 
 
 class FakeKms:

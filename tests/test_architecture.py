@@ -69,18 +69,18 @@ def first_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph()
-    assert {"s3memory._layout", "s3memory._paths", "s3memory._names"} <= graph.keys()
-    assert "s3memory._names" not in graph["s3memory._layout"] | graph["s3memory._paths"]
+    assert {"s3memory._layout", "s3memory._paths", "s3memory._crypto.names"} <= graph.keys()
+    assert "s3memory._crypto.names" not in graph["s3memory._layout"] | graph["s3memory._paths"]
     assert first_cycle(graph) is None
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
     """The check above can fail: modules that import each other, even lazily, are caught."""
     graph = import_graph()
-    graph["s3memory._paths"].add("s3memory._names")  # what _paths did, for type checking, before
+    graph["s3memory._paths"].add("s3memory._crypto.names")  # what _paths did, for type checking, before
     cycle = first_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1]
-    assert {"s3memory._paths", "s3memory._names"} <= set(cycle)
+    assert {"s3memory._paths", "s3memory._crypto.names"} <= set(cycle)
 
 
 MAX_LINES = 400
@@ -106,7 +106,7 @@ def test_a_long_module_says_why_it_is_one_module() -> None:
     assert unexplained == []
 
 
-@pytest.mark.parametrize("module", ["_memory.py", "_keydocs.py"])
+@pytest.mark.parametrize("module", ["_core/memory.py", "_crypto/keydocs.py"])
 def test_the_size_rule_sees_the_long_modules(module: str) -> None:
     """The rule above can fail: it finds the modules that are long today."""
     assert module in modules_over_the_limit()
@@ -116,6 +116,10 @@ def test_the_readme_architecture_names_every_module() -> None:
     readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("### Architecture") :]
     section = section[: section.index("\n## ")] if "\n## " in section else section
-    modules = {f.stem for f in PACKAGE.rglob("*.py") if f.stem not in ("__init__", "__main__")}
+    modules = {
+        str(f.relative_to(PACKAGE).with_suffix(""))
+        for f in PACKAGE.rglob("*.py")
+        if f.stem not in ("__init__", "__main__") and f.parent.name not in ("stores", "integrations")
+    }
     missing = sorted(m for m in modules if f"`{m}`" not in section and f"({m})" not in section)
     assert missing == []

@@ -563,7 +563,7 @@ def test_shell_completion_works_as_documented(tmp_path: Path) -> None:
 
 
 def test_the_demo_model_has_one_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    import s3memory._demo as demo
+    import s3memory.cli.demo as demo
 
     monkeypatch.delenv("ANTHROPIC_MODEL", raising=False)
     monkeypatch.setenv("S3MEMORY_DEMO_MODEL", "ignored")
@@ -571,7 +571,7 @@ def test_the_demo_model_has_one_variable(monkeypatch: pytest.MonkeyPatch) -> Non
     assert demo.model() == demo.DEFAULT_MODEL
     monkeypatch.setenv("ANTHROPIC_MODEL", "claude-x")
     assert demo.model() == "claude-x"
-    source = (Path(demo.__file__).read_text(), Path(demo.__file__).with_name("cli.py").read_text())
+    source = (Path(demo.__file__).read_text(), Path(demo.__file__).with_name("__init__.py").read_text())
     assert not any("S3MEMORY_DEMO_MODEL" in text for text in source)
 
 

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import ENV_NAMES
 
-import s3memory._cli_bulk as cli_bulk_module
 import s3memory.cli as cli_module
+import s3memory.cli.bulk as cli_bulk_module
 from s3memory import EncryptedMemory, InvalidPathError, S3MemoryError, Settings, StorageError
-from s3memory._memory import FileEntry
+from s3memory._core.memory import FileEntry
 from s3memory._paths import parse_path
 from s3memory.cli import EXIT_REFUSED, EXIT_STORAGE, cli, printable
 
@@ -213,16 +213,16 @@ def test_tool_answers_are_exact_but_never_terminal_control(home: Path) -> None:
 def test_rotate_key_expire_info_and_demo_escape_what_they_print(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import s3memory._demo
-    import s3memory._expiry
-    import s3memory._lifecycle
+    import s3memory._admin.expiry
+    import s3memory._admin.lifecycle
+    import s3memory.cli.demo
 
     evil = "\x1b]8;;http://evil\x07[bold]x\u202e"
     escaped = "\\x1b]8;;http://evil\\x07[bold]x\\u202e"
     report = s3memory._lifecycle.RotationReport(
         tenant="default", kid=f"k{evil}", started=True, unreadable=[f"default/memories/{evil}"], retired=[evil]
     )
-    monkeypatch.setattr(s3memory._lifecycle, "rotate_tenant_key", lambda memory, retire_after, progress: report)
+    monkeypatch.setattr(s3memory._admin.lifecycle, "rotate_tenant_key", lambda memory, retire_after, progress: report)
     rotated = run("rotate-key")
     assert rotated.exit_code == 0 and inert(rotated.output)
     assert f"tenant key k{escaped}:" in rotated.stdout and f"old key(s) {escaped} kept" in rotated.stdout
@@ -230,7 +230,7 @@ def test_rotate_key_expire_info_and_demo_escape_what_they_print(
 
     stale = s3memory._expiry.StaleMemory(f"/memories/{evil}", 1, 0.0)
     expired = s3memory._expiry.ExpiryReport(stale=[stale], kept_changed=[f"/memories/{evil}"])
-    monkeypatch.setattr(s3memory._expiry, "expire_memories", lambda memory, **_: expired)
+    monkeypatch.setattr(s3memory._admin.expiry, "expire_memories", lambda memory, **_: expired)
     result = run("expire", "--days", "1")
     assert result.exit_code == 0 and inert(result.output, keep="\n\t")
     assert result.stdout.endswith(f"\t1B\t/memories/{escaped}\n")
@@ -244,7 +244,7 @@ def test_rotate_key_expire_info_and_demo_escape_what_they_print(
     def demo(out: Any, api_key: str | None) -> None:
         print(f"assistant: {evil}", file=out)
 
-    monkeypatch.setattr(s3memory._demo, "run_demo", demo)
+    monkeypatch.setattr(s3memory.cli.demo, "run_demo", demo)
     assert run("demo").stdout == f"assistant: {escaped}\n"
 
 

@@ -20,7 +20,7 @@ SLOW = """
 import signal, sys, time
 # As in an interactive shell: a background job (a CI runner's) inherits SIGINT ignored.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-import s3memory._memory as m
+import s3memory._core.memory as m
 for name in {names!r}:
     original = getattr(m.EncryptedMemory, name)
     def slow(self, *args, _original=original, **kwargs):
@@ -123,7 +123,7 @@ def test_ctrl_c_stops_an_export_promptly_and_leaves_only_whole_files(tmp_path: P
 
 SLOW_TOOL = """
 import sys, time
-import s3memory._tool as t
+import s3memory.integrations.anthropic as t
 original = t.S3MemoryTool.call
 def slow(self, input, _original=original):
     time.sleep(0.3)  # the reader goes away while the tool runner is inside this call

@@ -1,4 +1,4 @@
-"""Unit tests of ``s3memory._envelope``: the S3 Encryption Client V3 object format.
+"""Unit tests of ``s3memory._crypto.envelope``: the S3 Encryption Client V3 object format.
 
 Frozen test vectors pin the exact bytes we write (any change of format fails here), an
 independent HKDF computation pins the key derivation, and every malformed or tampered
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from s3memory import ForeignObjectError, IntegrityError, binding_context
-from s3memory import _envelope as envelope
+from s3memory._crypto import envelope
 
 DATA_KEY = bytes(range(32))
 MESSAGE_ID = bytes(range(100, 128))

@@ -26,7 +26,7 @@ from s3memory import (
     StorageUnavailableError,
     open_memory,
 )
-from s3memory._aws_errors import ERROR_TABLE, map_aws_error
+from s3memory._aws.errors import ERROR_TABLE, map_aws_error
 
 
 def client_error(code: str, status: int = 400) -> ClientError:

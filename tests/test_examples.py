@@ -237,8 +237,8 @@ def generator() -> ModuleType:
 
 def test_template_policies_are_the_policy_functions_documents(template: dict[str, Any], generator: ModuleType) -> None:
     """Resolved with the example values, the template's policies are exactly what
-    s3memory._policy generates: regenerate with examples/lambda/generate_policies.py."""
-    from s3memory._policy import deployment_documents, lifecycle_configuration
+    s3memory._admin.policy generates: regenerate with examples/lambda/generate_policies.py."""
+    from s3memory._admin.policy import deployment_documents, lifecycle_configuration
 
     example = generator.EXAMPLE
     names = {
@@ -261,7 +261,7 @@ def test_template_policies_are_the_policy_functions_documents(template: dict[str
 
 
 def test_policy_files_are_the_policy_functions_documents(generator: ModuleType) -> None:
-    from s3memory._policy import deployment_documents
+    from s3memory._admin.policy import deployment_documents
 
     documents = deployment_documents(**generator.EXAMPLE)
     files = {path.stem: path for path in (EXAMPLES_DIR / "lambda" / "policies").glob("*.json")}

@@ -798,7 +798,7 @@ class Draws:
 def patched(urandom: Callable[[int], bytes], now: float) -> Iterator[None]:
     """``os.urandom`` and the clock fixed for one step. The clock: ``time.time``, and the
     ``datetime.datetime.now`` that a held write's record reads (``_quarantine``)."""
-    from s3memory import _quarantine
+    from s3memory._core import quarantine as _quarantine
 
     class FrozenDatetime(datetime.datetime):
         @classmethod
@@ -904,7 +904,7 @@ def test_s3memory_writes_exactly_the_bucket_of_the_vector(path: Path) -> None:
 
 @pytest.mark.parametrize("path", BUCKETS, ids=BUCKET_IDS)
 def test_s3memory_reads_the_bucket_of_the_vector(path: Path) -> None:
-    from s3memory import _rename
+    from s3memory._core import rename as _rename
 
     vector = load(path)
     memory = open_vector_memory(vector["input"], loaded(vector))
@@ -949,7 +949,9 @@ def mentioned(value: object) -> bool:
 
 
 def test_every_metadata_and_context_key_the_code_uses_is_in_the_document() -> None:
-    from s3memory import _envelope, _keydocs, _provenance
+    from s3memory._crypto import envelope as _envelope
+    from s3memory._crypto import keydocs as _keydocs
+    from s3memory._crypto import provenance as _provenance
 
     constants = {name: getattr(_envelope, name) for name in dir(_envelope) if name.startswith(("META_", "CONTEXT_"))}
     constants.update(
@@ -977,7 +979,12 @@ def test_every_metadata_and_context_key_the_code_uses_is_in_the_document() -> No
 
 
 def test_every_format_version_the_code_knows_is_in_the_document() -> None:
-    from s3memory import _index, _keydocs, _provenance, _quarantine, _records, _rename
+    from s3memory._core import quarantine as _quarantine
+    from s3memory._core import rename as _rename
+    from s3memory._crypto import keydocs as _keydocs
+    from s3memory._crypto import provenance as _provenance
+    from s3memory._history import records as _records
+    from s3memory._search import index as _index
     from s3memory.stores import _localfs
 
     table = {
@@ -1003,19 +1010,29 @@ def test_every_format_version_the_code_knows_is_in_the_document() -> None:
 
 
 def test_every_label_name_and_size_the_code_uses_is_in_the_document() -> None:
-    from s3memory import (
-        _envelope,
-        _historykey,
-        _index,
-        _keydocs,
-        _keys,
-        _layout,
-        _names,
-        _provenance,
-        _quarantine,
-        _records,
-        _rename,
+    from s3memory import _layout
+    from s3memory._core import quarantine as _quarantine
+    from s3memory._core import rename as _rename
+    from s3memory._crypto import (
+        envelope as _envelope,
     )
+    from s3memory._crypto import (
+        historykey as _historykey,
+    )
+    from s3memory._crypto import (
+        keydocs as _keydocs,
+    )
+    from s3memory._crypto import (
+        keyring as _keys,
+    )
+    from s3memory._crypto import (
+        names as _names,
+    )
+    from s3memory._crypto import (
+        provenance as _provenance,
+    )
+    from s3memory._history import records as _records
+    from s3memory._search import index as _index
 
     labels = {
         "wrap aad": _keys._WRAP_AAD_PREFIX,

@@ -63,7 +63,7 @@ from s3memory import (
     parse_path,
     validate_tenant,
 )
-from s3memory import _envelope as envelope
+from s3memory._crypto import envelope
 
 # --- budget ---------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ import pytest
 from conftest import BUCKET
 
 from s3memory import EncryptedMemory, LimitExceededError, Limits
-from s3memory._access import ACCESS_MARKERS, AccessLog
-from s3memory._expiry import SECONDS_PER_DAY, expire_memories
+from s3memory._admin.expiry import SECONDS_PER_DAY, expire_memories
+from s3memory._core.access import ACCESS_MARKERS, AccessLog
 from s3memory.stores import InMemoryStore, ObjectStore
 
 MakeMemory = Callable[..., EncryptedMemory]
@@ -275,7 +275,7 @@ AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"  # AWS's documented example key id, assemb
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local"])
 def test_refuse_is_the_default_and_writes_nothing(make_memory: MakeMemory, flavour: str) -> None:
-    from s3memory._guard import SensitiveDataError
+    from s3memory._screening.secrets import SensitiveDataError
 
     memory = make_memory(flavour)
     memory.create("/memories/a.md", "first line\n")

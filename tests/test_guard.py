@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from s3memory import ConfigurationError, InvalidCommandError, S3MemoryError
-from s3memory._guard import (
+from s3memory._screening.secrets import (
     DEFAULT_DETECTORS,
     Detector,
     Finding,
@@ -566,7 +566,7 @@ def test_shannon_entropy() -> None:
 
 def test_import_is_cheap_and_detectors_are_compiled_on_first_use() -> None:
     code = (
-        "import s3memory._guard as g\n"
+        "import s3memory._screening.secrets as g\n"
         "assert g._DEFAULTS is None\n"
         "assert len(g.DEFAULT_DETECTORS) == len(g._SPECS) and g._DEFAULTS is g.DEFAULT_DETECTORS\n"
     )

@@ -38,8 +38,8 @@ from s3memory import (
     open_memory,
     rotate_tenant_key,
 )
-from s3memory import _envelope as envelope
-from s3memory._access import ACCESS_MARKERS
+from s3memory._core.access import ACCESS_MARKERS
+from s3memory._crypto import envelope
 from s3memory.stores import ObjectStore, S3Store, StoredObject
 
 MakeMemory = Callable[..., EncryptedMemory]
@@ -462,7 +462,7 @@ def test_multiple_occurrences_of_a_long_old_str_are_numbered_in_linear_time(make
 def test_an_unreadable_object_at_an_intent_key_does_not_block_the_rename(make_memory: MakeMemory, planted: str) -> None:
     """A record left by s3memory 0.1 (sealed for /memories/.s3memory/rename-...), or anything
     else a writer put there, grants nothing and is replaced: the rename goes through."""
-    from s3memory._rename import MAX_INTENT_BYTES
+    from s3memory._core.rename import MAX_INTENT_BYTES
 
     memory = make_memory("inmemory")
     memory.create("/memories/a.md", "moving\n")

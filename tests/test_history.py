@@ -28,7 +28,7 @@ from s3memory import (
     VersionNotFoundError,
     open_memory,
 )
-from s3memory._provenance import PROVENANCE_METADATA
+from s3memory._crypto.provenance import PROVENANCE_METADATA
 
 VERSIONED = ["inmemory", "localdir", "s3-tenant-local", "s3-kms"]
 MakeVersioned = Callable[..., EncryptedMemory]

@@ -12,7 +12,7 @@ from pathlib import Path
 from unittest import mock
 
 from s3memory import InMemoryStore, KeyCache, MemoryVersion, open_memory, rotate_tenant_key
-from s3memory._memory import EncryptedMemory
+from s3memory._core.memory import EncryptedMemory
 from s3memory.stores import LocalDirStore, ObjectStore
 from s3memory.testing import TEST_MASTER_KEY
 
@@ -167,7 +167,7 @@ def test_record_names_decode_as_base32_does() -> None:
 
     import pytest
 
-    from s3memory._records import _b32decode
+    from s3memory._history.records import _b32decode
 
     for size in range(1, 300):
         raw = os.urandom(size)

@@ -1,4 +1,4 @@
-"""The sealed search index (``s3memory._index``): what it finds, what it refuses, what it costs.
+"""The sealed search index (``s3memory._search.index``): what it finds, what it refuses, what it costs.
 
 Run on the in-memory store, the local directory store (the embedded default) and S3 (moto) in
 tenant-key and KMS-per-object mode. "Another process" is another memory object with a key
@@ -27,7 +27,6 @@ from s3memory import (
     IntegrityError,
     KeyCache,
     StorageError,
-    _index,
     erase_tenant,
     expire_memories,
     expire_noncurrent_versions,
@@ -35,10 +34,11 @@ from s3memory import (
     rewrap_tenant_key,
     rotate_tenant_key,
 )
-from s3memory import _envelope as envelope
-from s3memory._access import AccessLog
+from s3memory._core.access import AccessLog
+from s3memory._crypto import envelope
 from s3memory._errors import PreconditionFailedError
-from s3memory._index import (
+from s3memory._search import index as _index
+from s3memory._search.index import (
     INDEX_NAME,
     PROCESS_INDEX_CACHE,
     IndexCache,
@@ -49,7 +49,7 @@ from s3memory._index import (
     open_index,
     seal_index,
 )
-from s3memory._search import parse_query, search_texts
+from s3memory._search.query import parse_query, search_texts
 from s3memory.stores import DelegatingStore, ObjectStore
 
 T = TypeVar("T")

@@ -26,14 +26,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from s3memory._errors import ConfigurationError
-from s3memory._guard import Detector, Finding
-from s3memory._instructions import (
+from s3memory._screening.instructions import (
     KINDS,
     MAX_FINDINGS,
     InstructionDetector,
     InstructionScreen,
     default_instruction_detectors,
 )
+from s3memory._screening.secrets import Detector, Finding
 
 DATA = Path(__file__).parent / "data"
 POISONING = DATA / "poisoning"
@@ -525,7 +525,8 @@ def test_the_benchmark_runs_and_reports_every_figure(capsys: pytest.CaptureFixtu
 def test_importing_the_package_does_not_load_the_screen() -> None:
     code = (
         "import sys, s3memory; "
-        "print([m for m in ('s3memory._instructions', 's3memory._instruction_patterns') if m in sys.modules])"
+        "names = ('s3memory._screening.instructions', 's3memory._screening.instruction_patterns'); "
+        "print([m for m in names if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -534,8 +535,8 @@ def test_importing_the_package_does_not_load_the_screen() -> None:
 def test_the_patterns_are_compiled_on_first_use() -> None:
     code = (
         "import sys; from s3memory._instructions import InstructionScreen; "
-        "before = 's3memory._instruction_patterns' in sys.modules; InstructionScreen(); "
-        "print(before, 's3memory._instruction_patterns' in sys.modules)"
+        "before = 's3memory._screening.instruction_patterns' in sys.modules; InstructionScreen(); "
+        "print(before, 's3memory._screening.instruction_patterns' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "True"]

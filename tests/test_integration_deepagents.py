@@ -37,7 +37,7 @@ from s3memory.integrations.deepagents import MEMORIES_ROUTE, S3MemoryBackend, de
 from s3memory.stores import DelegatingStore
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "deepagents_memory.py"
-# What the guard refuses (s3memory._detectors: 40 base64 characters after "aws_secret_access_key").
+# What the guard refuses (s3memory._screening.secret_patterns: 40 base64 characters after "aws_secret_access_key").
 AWS_SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 GUARD_REFUSAL = (
     "Error: The text contains what looks like an AWS secret access key (line 1); memory files must not hold "

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from s3memory import EncryptedMemory, InvalidPathError, Settings
-from s3memory._interchange import (
+from s3memory._admin.interchange import (
     MANAGED_MAX_BYTES,
     ManagedMemory,
     format_managed,
@@ -32,7 +32,7 @@ from s3memory._interchange import (
     memory_path,
     read_managed,
 )
-from s3memory._manage import MemoryAdmin
+from s3memory._admin.manage import MemoryAdmin
 from s3memory.cli import EXIT_REFUSED, EXIT_USAGE, cli
 
 DATA = Path(__file__).parent / "data"

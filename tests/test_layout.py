@@ -14,7 +14,7 @@ import pytest
 
 import s3memory
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, PathNotFoundError, TenantLayout, open_memory
-from s3memory._index import current_files
+from s3memory._crypto.names import NameCipher
 from s3memory._layout import (
     HISTORY_KEY,
     INTERNAL_FOLDERS,
@@ -23,7 +23,7 @@ from s3memory._layout import (
     NAMES_KEY,
     TENANT_KEY,
 )
-from s3memory._names import NameCipher
+from s3memory._search.index import current_files
 
 MASTER_KEY = bytes(range(32))
 

@@ -28,9 +28,9 @@ from s3memory import (
     open_memory,
     parse_path,
 )
-from s3memory._keydocs import KmsMasterKey
-from s3memory._keys import TenantKeys
-from s3memory._lifecycle import erase_tenant, rewrap_tenant_key, rotate_tenant_key
+from s3memory._admin.lifecycle import erase_tenant, rewrap_tenant_key, rotate_tenant_key
+from s3memory._crypto.keydocs import KmsMasterKey
+from s3memory._crypto.keyring import TenantKeys
 from s3memory.stores import DelegatingStore, ObjectStore, S3Store, StoredObject
 
 T = TypeVar("T")
@@ -613,7 +613,7 @@ def test_a_retired_key_that_does_not_unwrap_fails_clearly(make_memory: MakeMemor
 
 def test_an_edit_mid_rotation_writes_a_fresh_data_key_under_the_current_key(make_memory: MakeMemory) -> None:
     """Edits never keep a data key: after a rotation started, what they write is under the new key."""
-    from s3memory import _envelope as envelope
+    from s3memory._crypto import envelope
 
     memory = seeded(make_memory, "inmemory")
     key = memory.layout.key_for(parse_path("/memories/notes.md"))
@@ -733,7 +733,7 @@ def opens_with(stored: StoredObject, candidates: list[bytes]) -> bool:
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from s3memory import _envelope as envelope
+    from s3memory._crypto import envelope
 
     try:
         header = envelope.parse_header(stored.metadata)

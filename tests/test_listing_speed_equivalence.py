@@ -32,7 +32,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_fuzz import layout_and_key, layouts
 
-import s3memory._names as names_module
+import s3memory._crypto.names as names_module
 from s3memory import (
     ConfigurationError,
     InMemoryStore,

@@ -28,8 +28,8 @@ from s3memory import (
     SensitiveDataError,
     open_memory,
 )
-from s3memory._manage import MemoryAdmin, MemoryInfo, NotExists, Sha256
-from s3memory._quarantine import WriteHeldError
+from s3memory._admin.manage import MemoryAdmin, MemoryInfo, NotExists, Sha256
+from s3memory._core.quarantine import WriteHeldError
 
 STORES = ["inmemory", "localdir", "s3-tenant-local"]
 AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"  # AWS's documented example

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from s3memory import ConfigurationError, InMemoryStore, KeyCache, Mount, open_memory
-from s3memory._mountprompt import INTRODUCTION, escape, memory_stores_prompt
+from s3memory._core.mountprompt import INTRODUCTION, escape, memory_stores_prompt
 
 STANDARDS = Mount(
     "standards",
@@ -143,7 +143,7 @@ def test_the_helper_imports_neither_boto3_nor_anthropic() -> None:
     import ast
     from pathlib import Path
 
-    import s3memory._mountprompt as module
+    import s3memory._core.mountprompt as module
 
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}

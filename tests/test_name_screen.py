@@ -25,9 +25,9 @@ from s3memory import (
     SensitiveDataError,
     open_memory,
 )
-from s3memory._name_screen import NAME_LINE, name_findings
+from s3memory._core.name_screen import NAME_LINE, name_findings
+from s3memory._core.quarantine import WriteHeldError, describe
 from s3memory._paths import parse_path
-from s3memory._quarantine import WriteHeldError, describe
 from s3memory.cli import EXIT_REFUSED, cli
 
 AWS_KEY = "AKIAQ3EGUXZJ7KDT4WMB"  # the shape of an access key id, not a real one
@@ -173,7 +173,7 @@ def test_cli_managed_import_refuses_a_secret_path(tmp_path: Path, monkeypatch: A
 
 # -- instructions in names ------------------------------------------------------------------
 def test_the_instruction_screen_reads_separators_in_names_as_spaces() -> None:
-    from s3memory._quarantine import _default_screen
+    from s3memory._core.quarantine import _default_screen
 
     find = _default_screen().findings
     kinds = {f.kind for f in name_findings(find, parse_path(POISON_NAME))}

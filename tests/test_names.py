@@ -39,8 +39,8 @@ from s3memory import (
     open_memory,
     parse_path,
 )
+from s3memory._crypto.names import MAX_NAME_BYTES, sealed_segment_length
 from s3memory._layout import NAMES_KEY as NAMES_KEY_OBJECT
-from s3memory._names import MAX_NAME_BYTES, sealed_segment_length
 from s3memory._paths import MAX_S3_KEY_BYTES
 
 FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms", "rgw"]
@@ -550,7 +550,7 @@ def test_the_metadata_does_not_confirm_a_guessed_name(make_memory: Callable[...,
     metadata cannot be checked against a guessed path's plain SHA-256."""
     import hashlib
 
-    from s3memory._envelope import parse_header
+    from s3memory._crypto.envelope import parse_header
 
     sealed = make_memory("inmemory", encrypt_names=True)
     plain = make_memory("inmemory", "bob")
@@ -574,7 +574,7 @@ def test_a_memory_written_with_encrypted_names_is_refused_without_them() -> None
     """The other way round from the loader's refusal: opened without encrypt_names, a memory
     written with them said nothing, listed sealed names and failed every read."""
     from s3memory import ConfigurationError, InMemoryStore, KeyCache, generate_master_key, open_memory
-    from s3memory._files import ENCRYPTED_NAMES_EXPECTED
+    from s3memory._crypto.files import ENCRYPTED_NAMES_EXPECTED
 
     store, key = InMemoryStore(), generate_master_key()
     sealed = open_memory(user_id="alice", store=store, master_key=key, encrypt_names=True, key_cache=KeyCache())

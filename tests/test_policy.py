@@ -1,4 +1,4 @@
-"""The IAM, KMS and lifecycle documents of s3memory._policy: their shape, their refusals, and
+"""The IAM, KMS and lifecycle documents of s3memory._admin.policy: their shape, their refusals, and
 what they allow, judged by a small policy evaluator against requests s3memory really makes."""
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from s3memory import ConfigurationError, KeyCache, Mount, S3MemoryError, open_memory
-from s3memory._envelope import CONTEXT_PATH, CONTEXT_PREFIX, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY
-from s3memory._keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE
-from s3memory._paths import RESERVED_SEGMENT, validate_tenant
-from s3memory._policy import (
+from s3memory._admin.policy import (
     DEFAULT_TAG,
     PRINCIPAL_TAG_TENANT,
     agent_role_policy,
@@ -34,6 +31,9 @@ from s3memory._policy import (
     session_tags,
     trust_policy,
 )
+from s3memory._crypto.envelope import CONTEXT_PATH, CONTEXT_PREFIX, CONTEXT_TENANT, KMS_RESERVED_CONTEXT_KEY
+from s3memory._crypto.keydocs import CONTEXT_KEY_ID, CONTEXT_PURPOSE
+from s3memory._paths import RESERVED_SEGMENT, validate_tenant
 from s3memory.stores import S3Store
 
 ACCOUNT = "123456789012"
@@ -904,7 +904,7 @@ BUCKET_WIDE = {"s3:GetBucketVersioning"}
 def test_key_rotation_and_erasure_need_the_erase_option(s3_client: Any, kms_client: Any, kms_key_id: str) -> None:
     """Rotating a tenant key needs nothing more than the agent's policy; erasing a user from a
     versioned bucket needs ``allow_erase`` (and stays within the user's prefix)."""
-    lifecycle = pytest.importorskip("s3memory._lifecycle")
+    lifecycle = pytest.importorskip("s3memory._admin.lifecycle")
     s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     memory = open_memory(
         user_id="alice", bucket=BUCKET, s3_client=s3_client, kms_key_id=kms_key_id, kms_client=kms_client
@@ -1444,7 +1444,7 @@ def test_bad_deployment_options_are_refused(options: dict[str, Any]) -> None:
 
 
 def test_the_module_imports_nothing_heavy() -> None:
-    code = "import sys, s3memory._policy; assert not {'boto3', 'botocore', 'anthropic'} & set(sys.modules)"
+    code = "import sys, s3memory._admin.policy; assert not {'boto3', 'botocore', 'anthropic'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -49,7 +49,7 @@ def aws_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 @pytest.fixture
 def clients(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Every AWS client s3memory builds from now on (from its own tuned session), by service name."""
-    from s3memory import _aws
+    from s3memory._aws import clients as _aws
 
     built: dict[str, Any] = {}
     real = _aws.new_client

@@ -25,8 +25,7 @@ from s3memory import (
     lifecycle_configuration,
     open_memory,
 )
-from s3memory._keys import MAX_KEPT_KEYS, RetiredKey, TenantKeyring
-from s3memory._lifecycle import (
+from s3memory._admin.lifecycle import (
     DAY,
     EXPIRY_GRACE_DAYS,
     erase_tenant,
@@ -34,6 +33,7 @@ from s3memory._lifecycle import (
     rewrap_tenant_key,
     rotate_tenant_key,
 )
+from s3memory._crypto.keyring import MAX_KEPT_KEYS, RetiredKey, TenantKeyring
 from s3memory.stores import DelegatingStore, LocalDirStore, ObjectStore, ObjectVersion
 
 MakeMemory = Callable[..., EncryptedMemory]

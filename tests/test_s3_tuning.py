@@ -1,4 +1,4 @@
-"""The clients s3memory builds (``s3memory._aws``: fast timestamps, checksums only where S3
+"""The clients s3memory builds (``s3memory._aws.clients``: fast timestamps, checksums only where S3
 requires one) and ``S3Store.delete``'s concurrent ``DeleteObjects`` batches, on moto.
 
 The tuning is measured in issue 16; here only what must hold: the same answers as
@@ -17,7 +17,7 @@ import pytest
 from conftest import BUCKET, REGION
 
 from s3memory import PreconditionFailedError, S3Store, StorageAccessDeniedError, StorageError
-from s3memory._aws import client_config, new_client, parse_timestamp, tune_session, tuned_session
+from s3memory._aws.clients import client_config, new_client, parse_timestamp, tune_session, tuned_session
 from s3memory.stores._s3 import DELETE_WORKERS
 
 # -- timestamps ----------------------------------------------------------------------------
@@ -94,9 +94,9 @@ def test_the_forms_s3_sends_are_parsed_without_dateutil(value: str, no_dateutil:
 @pytest.fixture(autouse=True)
 def _fresh_session(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test gets s3memory's session anew (moto's fake credentials of this test)."""
-    import s3memory._aws
+    import s3memory._aws.clients
 
-    monkeypatch.setattr(s3memory._aws, "_session", None)
+    monkeypatch.setattr(s3memory._aws.clients, "_session", None)
     yield
 
 
@@ -238,7 +238,7 @@ def test_parameter_validation_stays_on(aws: None) -> None:
 
 def test_import_s3memory_loads_no_aws_sdk() -> None:
     code = (
-        "import sys, s3memory, s3memory._aws, s3memory.stores._s3\n"
+        "import sys, s3memory, s3memory._aws.clients, s3memory.stores._s3\n"
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'boto3', 'botocore', 'dateutil', 'anthropic'})\n"
         "print(','.join(loaded))\n"
     )

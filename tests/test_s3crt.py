@@ -1,4 +1,4 @@
-"""The awscrt client of ``S3Store``'s hot verbs (``s3memory.stores._s3crt``): the store
+"""The awscrt client of ``S3Store``'s hot verbs (``s3memory._aws.crt``): the store
 contract through it, the memory commands through it, and its answers and errors compared
 with botocore's for the same request to the same server.
 
@@ -39,16 +39,16 @@ from s3memory import (
     StorageUnavailableError,
     open_memory,
 )
-from s3memory._aws import new_client
-from s3memory._aws_errors import map_aws_error
-from s3memory._keydocs import process_key_cache
+from s3memory._aws.clients import new_client
+from s3memory._aws.errors import map_aws_error
+from s3memory._crypto.keydocs import process_key_cache
 from s3memory.testing import ObjectStoreContract, use_fake_aws_credentials
 
 pytest.importorskip("awscrt", reason="awscrt is not installed (pip install 's3memory[fast]')")
 _werkzeug_app = pytest.importorskip("moto.moto_server.werkzeug_app", reason="moto[server] is not installed")
 
-from s3memory.stores import _s3crt  # noqa: E402 - after the skips
-from s3memory.stores._s3crt import CrtS3Client, fast_client  # noqa: E402
+from s3memory._aws import crt as _s3crt  # noqa: E402 - after the skips
+from s3memory._aws.crt import CrtS3Client, fast_client  # noqa: E402
 
 MOTO_GAPS: dict[str, str] = {  # as tests/test_stores.py declares them for S3Store on moto
     "copy_if_match": "moto ignores CopySourceIfMatch (real S3 honours it)",
@@ -283,7 +283,7 @@ def test_a_buckets_url_is_the_one_botocore_sends_to(fake_aws: None) -> None:
 
 def test_import_s3memory_does_not_import_awscrt() -> None:
     code = (
-        "import sys, s3memory, s3memory.stores._s3, s3memory.stores._s3crt\n"
+        "import sys, s3memory, s3memory.stores._s3, s3memory._aws.crt\n"
         "assert 'awscrt' not in sys.modules, sorted(m for m in sys.modules if m.startswith('awscrt'))"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -744,7 +744,7 @@ def tls_server(tmp_path: Any, fake_aws: None) -> Iterator[tuple[_Canned, str]]:
 def test_tls_verifies_the_server_as_botocore_would(tls_server: tuple[_Canned, str]) -> None:
     """An endpoint whose certificate no trusted CA signed is refused (never a silent
     unverified connection); the client's own CA bundle (``verify=path``) is honoured."""
-    from s3memory._aws import tuned_session
+    from s3memory._aws.clients import tuned_session
 
     server, ca_file = tls_server
     endpoint = f"https://127.0.0.1:{server.server_port}"
@@ -764,7 +764,7 @@ def test_tls_verifies_the_server_as_botocore_would(tls_server: tuple[_Canned, st
 def test_tls_takes_aws_ca_bundle_and_verify_false_as_botocore_does(
     tls_server: tuple[_Canned, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from s3memory._aws import tuned_session
+    from s3memory._aws.clients import tuned_session
 
     server, ca_file = tls_server
     endpoint = f"https://127.0.0.1:{server.server_port}"

@@ -1,4 +1,4 @@
-"""Search over texts (``s3memory._search``): the query, matching, ranking, snippets, the answer."""
+"""Search over texts (``s3memory._search.query``): the query, matching, ranking, snippets, the answer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 
 from s3memory import InvalidCommandError
-from s3memory._search import (
+from s3memory._search.query import (
     MAX_TERMS,
     SNIPPET_CHARS,
     Query,

@@ -97,7 +97,7 @@ from s3memory import (
     open_memory,
     parse_path,
 )
-from s3memory._rename import provenance_at
+from s3memory._core.rename import provenance_at
 from s3memory.stores import DelegatingStore, ObjectStore
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ import pytest
 from conftest import BUCKET, MASTER_KEY
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, MemoryAdmin, Mount, S3MemoryError, open_memory
-from s3memory._manage import NotExists, Sha256
+from s3memory._admin.manage import NotExists, Sha256
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "cloudwatch_emf.py"
 
@@ -32,7 +32,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 # -- without opentelemetry: nothing ------------------------------------------------------
 def test_importing_s3memory_imports_no_opentelemetry() -> None:
     done = run_python(
-        "import sys, s3memory, s3memory.stores, s3memory._manage\n"
+        "import sys, s3memory, s3memory.stores, s3memory._admin.manage\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] == 'opentelemetry']\n"
         "assert not loaded, loaded\n"
     )

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from conftest import use_fake_aws_credentials
 
 from s3memory import ConfigurationError, StorageUnavailableError, generate_master_key, open_memory
-from s3memory._aws import DEFAULT_TIMEOUT_SECONDS, client_config
+from s3memory._aws.clients import DEFAULT_TIMEOUT_SECONDS, client_config
 from s3memory._config import Settings
 from s3memory.cli import EXIT_STORAGE, cli
 
@@ -75,7 +75,7 @@ def test_a_hung_kms_endpoint_fails_within_the_timeout(hung_endpoint: str) -> Non
 
 
 def _kms_client(endpoint: str, timeout: float) -> object:
-    from s3memory._aws import new_client
+    from s3memory._aws.clients import new_client
 
     return new_client("kms", region_name="us-east-1", endpoint_url=endpoint, timeout=timeout)
 

@@ -89,12 +89,12 @@ from s3memory import (
     rewrap_tenant_key,
     rotate_tenant_key,
 )
-from s3memory import _envelope as envelope
-from s3memory._access import access_marker_key
-from s3memory._keydocs import LocalMasterKey, key_document_context
-from s3memory._keys import TenantKeyring, TenantKeys
+from s3memory._core.access import access_marker_key
+from s3memory._crypto import envelope
+from s3memory._crypto.keydocs import LocalMasterKey, key_document_context
+from s3memory._crypto.keyring import TenantKeyring, TenantKeys
+from s3memory._crypto.provenance import PROVENANCE_METADATA, open_provenance
 from s3memory._layout import NAMES_KEY as NAMES_KEY_OBJECT
-from s3memory._provenance import PROVENANCE_METADATA, open_provenance
 from s3memory.stores import StoredObject
 from s3memory.stores._delegating import DelegatingStore
 
@@ -478,7 +478,7 @@ def open_record(memory: EncryptedMemory, key: str, body: bytes, metadata: Mappin
 
 
 def opened_provenance(memory: EncryptedMemory, key: str, metadata: Mapping[str, str]) -> dict[str, Any]:
-    """A version's provenance (``s3memory._provenance``), opened with its data key."""
+    """A version's provenance (``s3memory._crypto.provenance``), opened with its data key."""
     path = memory.layout.path_for_key(key)
     assert path is not None
     data_key = memory.files.data_key_of(path.display, metadata)

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from s3memory._policy import deployment_documents
+from s3memory._admin.policy import deployment_documents
 
 HERE = Path(__file__).parent
 EXAMPLE: dict[str, Any] = {

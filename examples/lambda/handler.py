@@ -14,7 +14,7 @@ The function's own role may touch neither the bucket nor the key: per user, it a
 memory role (MEMORY_ROLE_ARN) with the session tag ``s3memory-user=<user id>``, and the
 tool's S3 and KMS clients use that session's credentials. The memory role's policy names
 the tenant as ``${aws:PrincipalTag/s3memory-user}``, so AWS refuses any request of this
-invocation for another user's prefix or KMS encryption context (see s3memory._policy and
+invocation for another user's prefix or KMS encryption context (see s3memory._admin.policy and
 policies/). The scoped clients are cached per user for 10 minutes (the credentials last
 15), so a warm container calls STS once per user per 10 minutes.
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._core.memory import EncryptedMemory
+from .._core.mounts import MountedMemory
 from .._errors import answer_for_model
-from .._memory import EncryptedMemory
-from .._mounts import MountedMemory
 
 Memory = EncryptedMemory | MountedMemory
 

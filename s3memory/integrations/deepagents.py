@@ -104,6 +104,7 @@ from deepagents.backends.utils import (
     slice_read_response,
 )
 
+from .._core.mounts import MountedMemory
 from .._errors import (
     InvalidCommandError,
     InvalidPathError,
@@ -115,7 +116,6 @@ from .._errors import (
     unexpected_error_text,
 )
 from .._factory import MemoryOptions, memory_from
-from .._mounts import MountedMemory
 from .._paths import ROOT
 from ._common import Memory
 

@@ -76,9 +76,9 @@ from strands.storage.search.keyword import STOP_WORDS, tokenize
 from strands.tools import PythonAgentTool
 from strands.types.tools import AgentTool, ToolResult, ToolSpec, ToolUse
 
+from .._core.memory import EncryptedMemory
 from .._errors import ConfigurationError, PathExistsError, S3MemoryError, unexpected_error_text
 from .._factory import MemoryOptions, memory_from
-from .._memory import EncryptedMemory
 from .._paths import ROOT, parse_path
 from ._common import MEMORY_INPUT_SCHEMA, MEMORY_TOOL_DESCRIPTION, MEMORY_TOOL_NAME, Memory, run_memory_command
 

@@ -25,7 +25,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from .. import _telemetry
-from .._aws_errors import map_aws_error
+from .._aws.errors import map_aws_error
 from .._errors import ObjectTooLargeError, PreconditionFailedError, StorageAccessDeniedError, StorageError
 from ._base import NULL_VERSION, ObjectInfo, ObjectStore, ObjectVersion, StoredObject, check_purge_prefix, check_size
 
@@ -53,7 +53,7 @@ def _answered_versioned(response: Mapping[str, Any]) -> bool:
 def default_s3_client(
     *, endpoint_url: str | None = None, region_name: str | None = None, timeout: float | None = None
 ) -> Any:
-    """A botocore S3 client with timeouts and retries chosen on purpose (see ``s3memory._aws``):
+    """A botocore S3 client with timeouts and retries chosen on purpose (see ``s3memory._aws.clients``):
     ``timeout`` seconds (5 by default) to connect and per read, the standard retry mode with
     three attempts, in the region ``resolve_region`` finds. With the ``fast`` extra
     (awscrt) installed, its hot verbs go through awscrt (``_s3crt.fast_client``).
@@ -61,8 +61,8 @@ def default_s3_client(
     Raises:
         ConfigurationError: no AWS region, or a missing AWS profile.
     """
-    from .._aws import new_client
-    from ._s3crt import fast_client
+    from .._aws.clients import new_client
+    from .._aws.crt import fast_client
 
     return fast_client(new_client("s3", region_name=region_name, endpoint_url=endpoint_url, timeout=timeout))
 

@@ -1,0 +1,1 @@
+"""What an administrator does beside the six commands: management API, interchange, keys' lifecycle, expiry, IAM."""

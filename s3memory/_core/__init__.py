@@ -1,0 +1,1 @@
+"""The memory tool's semantics: the commands, rename, quarantine, mounts, access markers."""

@@ -1,0 +1,1 @@
+"""Everything between plaintext and stored bytes: the envelope, keys, names, provenance, sealed files."""

@@ -1,0 +1,1 @@
+"""The text screens: pure functions from text to findings (secrets, instructions)."""

@@ -1,0 +1,624 @@
+"""``s3memory mcp``: the six memory commands as MCP tools over stdio, for one configured user.
+
+Claude's memory tool (``memory_20250818``) is a client-side tool: the API asks, the
+application executes. Claude Code and Claude Desktop do not execute it themselves, but they
+do run MCP servers, so this module serves the same six commands (``view``, ``create``,
+``str_replace``, ``insert``, ``delete``, ``rename``) with the same answers and error
+strings over the Model Context Protocol, on the memory :class:`~s3memory._config.Settings`
+describes (the ``S3MEMORY_*`` environment variables: the local embedded default, or S3).
+
+Claude Desktop (``claude_desktop_config.json``) or a project's ``.mcp.json`` for Claude Code::
+
+    {
+      "mcpServers": {
+        "memory": {
+          "command": "s3memory",
+          "args": ["mcp"],
+          "env": {"S3MEMORY_USER": "alice", "S3MEMORY_BUCKET": "my-bucket", "S3MEMORY_KMS_KEY_ID": "alias/memory"}
+        }
+      }
+    }
+
+or ``claude mcp add memory -e S3MEMORY_USER=alice -- s3memory mcp``. Without a bucket the
+memory is a local directory store with a local master key (``S3MEMORY_HOME``).
+
+Every request is answered, also one that is not JSON-RPC: stdin is read here, one line (one
+message) at a time and at most :data:`MAX_MESSAGE_BYTES` of it, and a line that is not valid
+UTF-8 or JSON gets a JSON-RPC ``-32700`` Parse error, a line of JSON that is no valid message
+(a scalar, a batch, a request without ``jsonrpc``, with an id that is neither a string nor an
+integer, ...) or a longer line gets ``-32600`` Invalid Request. The error carries the request's
+id when it can be read from the line (see :func:`~s3memory._jsonrpc._request_id`), ``null``
+otherwise; the line is logged (without its content) and the server goes on with the next one.
+Blank lines are no messages and are skipped. Valid messages go on to the mcp package's server,
+as with its own stdio transport, which still writes stdout. What a line is, message or
+refusal, is decided in ``_jsonrpc``; reading stdin and serving are here.
+
+Arguments that fail a tool's input schema (a missing parameter, ``view_range`` as a string,
+``insert_line`` as ``"abc"``, a path that is a number) are answered as the memory tool answers
+such input, an ``isError`` result in its words (``Error: Missing required parameter `path` for
+command `view`.``, ``Error: Invalid `insert_line` parameter: 'abc'. It should be an
+integer.``), never with pydantic's text and link: the mcp package's ``MCPServer.call_tool``
+reports a failed validation as a ``ToolError`` caused by the ``ValidationError``, and
+:func:`_invalid_arguments` words it from the tool's schema (see :func:`build_server`).
+
+History (see ``s3memory._history.listing``) is served too, read-only: ``memory_history`` (a file's
+versions), ``memory_show_version`` (one version's text) and ``memory_log`` (the changes under a
+directory), one line per version; ``memory_restore`` only when the server is started with
+``allow_restore`` (``s3memory mcp --allow-restore``, or ``S3MEMORY_MCP_ALLOW_RESTORE=1``).
+The model gets no tool to redact. :func:`parse_time` reads their times, and the CLI's.
+
+``mcp`` is an optional extra (``pip install 's3memory[mcp]'``): it is imported only inside
+the functions below, so importing this module never fails and never loads it. stdout is the
+transport; the server writes logs to stderr only. The memory is opened on the first tool
+call (so the handshake is quick and a bad setting reaches the model as a tool error), and
+every command runs in a worker thread because :class:`EncryptedMemory` blocks on I/O.
+
+The module is longer than 400 lines by the tools' declarations (each parameter's schema and
+each tool's description are what the client shows the model) and the text of history's
+answers: kept whole, so that the server's whole interface reads in one place.
+"""
+
+import datetime
+import functools
+import logging
+import os
+import sys
+import threading
+import unicodedata
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
+
+from .._config import Settings
+from .._core.memory import COMMANDS, EncryptedMemory
+from .._core.mounts import MountedMemory
+from .._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, answer_for_model
+from .._history.entries import MemoryVersion
+from .._render import short_repr
+from .jsonrpc import _refusal, _too_large, _triage
+from .jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+    from mcp.server.mcpserver import MCPServer
+    from mcp.shared.message import SessionMessage
+    from mcp.types import CallToolResult
+
+log = logging.getLogger("s3memory")
+
+MISSING_MCP = "the MCP server needs the mcp package: pip install 's3memory[mcp]'"
+
+INSTRUCTIONS = """\
+These tools are your persistent memory: a directory, /memories, kept across conversations \
+(encrypted at rest). Every path starts with /memories.
+
+IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE: call `view` with \
+path "/memories" to check for earlier progress, then read the files that are relevant.
+
+As you work, record status, progress and what you learned in memory files. ASSUME \
+INTERRUPTION: your context window might be reset at any moment, so you risk losing any \
+progress that is not recorded in your memory directory. Keep the directory organized: \
+update and delete files rather than piling up new ones, and do not create files that \
+nobody will read."""
+
+PATH_HELP = "A path under /memories, e.g. /memories/notes.md (a directory: /memories/projects)."
+
+MAX_MESSAGE_BYTES = 2 * 1024 * 1024
+"""The longest message the server reads: one line of stdin, without its newline, in bytes.
+
+2 MiB: above the largest call the memory can accept (``str_replace`` on a 100 KB file, with
+two strings whose every byte JSON escapes as six characters, is about 1.2 MB), and small
+enough that parsing one message stays bounded (the mcp package builds Python objects from a
+message's arguments: some 60 times its size for a message of empty arrays). A longer line is
+read on in chunks and dropped, never held whole, and answered with ``-32600`` Invalid
+Request."""
+
+_DISCARD_CHUNK = 1024 * 1024  # an overlong line is skipped this many bytes at a time
+
+ALLOW_RESTORE_VARIABLE = "S3MEMORY_MCP_ALLOW_RESTORE"
+LOG_LIMIT, MAX_LOG_LIMIT = 50, 1000  # memory_log's default number of changes, and its largest
+FILE_HELP = "A file under /memories, e.g. /memories/notes.md (also one since deleted or renamed)."
+VERSION_HELP = "A version id, as `memory_history` or `memory_log` lists it."
+_NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})  # controls, format characters, separators
+
+
+def _require_mcp() -> None:
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(MISSING_MCP) from exc
+
+
+def _answer(
+    memory: Callable[[], EncryptedMemory | MountedMemory], command: Callable[[EncryptedMemory | MountedMemory], str]
+) -> "CallToolResult":
+    """Run one command (in a worker thread); its string, or its error as an ``isError`` result.
+
+    The result is built here rather than left to ``MCPServer``, which would prefix an error
+    with "Error executing tool <name>: " and wrap a string in ``{"result": ...}`` as well.
+    """
+    from mcp.types import CallToolResult, TextContent
+
+    text, is_error = answer_for_model(lambda: command(memory()))
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+
+
+class _Once:
+    """``open_memory()`` on first use, from whichever worker thread gets there first.
+
+    A failure is not remembered: the next call tries again (after the user fixed a setting).
+    """
+
+    def __init__(self, open_memory: Callable[[], EncryptedMemory | MountedMemory]) -> None:
+        self._open = open_memory
+        self._memory: EncryptedMemory | MountedMemory | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> EncryptedMemory | MountedMemory:
+        with self._lock:
+            if self._memory is None:
+                self._memory = self._open()
+            return self._memory
+
+
+# -- history, as text ---------------------------------------------------------------------------
+def parse_time(text: str, name: str | None = None) -> datetime.datetime:
+    """An ISO-8601 time, aware: a date alone is midnight UTC, a time without a zone is UTC
+    (``Z`` is UTC too). Raises InvalidCommandError (a ValueError) naming ``name``."""
+    raw = text.strip()
+    try:
+        moment = datetime.datetime.fromisoformat(raw[:-1] + "+00:00" if raw[-1:] in ("Z", "z") else raw)
+    except ValueError:
+        shown = repr(raw if len(raw) <= 40 else raw[:40] + "...")
+        raise InvalidCommandError(
+            (f"{name}: " if name else "") + f"{shown} is not an ISO-8601 time such as 2026-05-01, "
+            "2026-05-01T09:30 or 2026-05-01T09:30:00+02:00 (without a zone: UTC)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def iso_time(moment: datetime.datetime) -> str:
+    """``moment`` in ISO 8601, UTC, to the microsecond: ``2026-05-01T09:30:00.000000Z``."""
+    return moment.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _one_line(text: object) -> str:
+    """Stored text (a path, an actor, a note) kept on one line: controls, format characters,
+    separators and the backslash escaped, so one version is always one line."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if char == "\\" or unicodedata.category(char) in _NEVER_RAW
+        else char
+        for char in str(text)
+    )
+
+
+def version_line(entry: MemoryVersion, *, with_path: bool = False) -> str:
+    """One version (or change) on one line, for the model."""
+    parts = [iso_time(entry.at), entry.operation]
+    if with_path:
+        parts.append(entry.path)
+    parts.append(f"by {entry.actor if entry.actor is not None else 'unknown'}")
+    line = " ".join(_one_line(part) for part in parts)
+    details = [f"{entry.size} bytes" if entry.size is not None else "no content"]
+    details.append(f"version {_one_line(entry.version)}")
+    if entry.current:
+        details.append("current")
+    verified = "verified" if entry.verified else "NOT verified"
+    details.append(f"{verified}: {_one_line(entry.note)}" if entry.note else verified)
+    return f"{line}; " + "; ".join(details)
+
+
+def _history_text(path: str, entries: Sequence[MemoryVersion]) -> str:
+    if not entries:
+        raise PathNotFoundError(f"Error: The path {path} has no history: nothing was ever written there.")
+    lines = [version_line(e, with_path=any(e.path != path for e in entries)) for e in entries]
+    return f"History of {_one_line(path)}, newest first ({len(entries)} version(s)):\n" + "\n".join(lines)
+
+
+def _version_text(memory: EncryptedMemory | MountedMemory, path: str, version: str) -> str:
+    text = memory.read_version(path, version)
+    limit = memory.limits.max_view_chars
+    head = f"Here's version {_one_line(version)} of {_one_line(path)}"
+    if len(text) <= limit:
+        return f"{head}:\n{text}"
+    return (
+        f"{head}, its first {limit} of {len(text)} characters (restore it to read the rest with "
+        f"`view` and a view_range):\n{text[:limit]}"
+    )
+
+
+def _log_text(memory: EncryptedMemory | MountedMemory, path_prefix: str, limit: int, **filters: Any) -> str:
+    if not 1 <= limit <= MAX_LOG_LIMIT:
+        raise InvalidCommandError(f"Error: limit must be between 1 and {MAX_LOG_LIMIT}, not {limit}")
+    for name in ("since", "until"):
+        if filters[name] is not None:
+            filters[name] = parse_time(filters[name], name)
+    if filters["since"] is not None and filters["until"] is not None and filters["since"] > filters["until"]:
+        raise InvalidCommandError("Error: since is after until: no change can match")
+    entries = memory.changes(path_prefix, **filters)
+    where = _one_line(path_prefix)
+    if not entries:
+        return f"No changes under {where} match."
+    shown = entries[:limit]
+    more = (
+        f"; the newest {limit} shown: raise limit or narrow the filters for the others" if len(entries) > limit else ""
+    )
+    lines = "\n".join(version_line(e, with_path=True) for e in shown)
+    return f"Changes under {where}, newest first ({len(entries)} change(s){more}):\n{lines}"
+
+
+# -- arguments that fail a tool's input schema ---------------------------------------------------
+_TYPE_WORDS = {  # a JSON schema type: (one, several)
+    "string": ("a string", "strings"),
+    "integer": ("an integer", "integers"),
+    "number": ("a number", "numbers"),
+    "boolean": ("true or false", "true or false values"),
+    "object": ("an object", "objects"),
+    "array": ("a list", "lists"),
+}
+
+
+def _type_words(schema: Mapping[str, Any], *, several: bool = False) -> str:
+    """One JSON schema type in words: "a string", "a list of integers" (``several``: "strings")."""
+    one, many = _TYPE_WORDS.get(str(schema.get("type")), ("a value of another type", "values of another type"))
+    words = many if several else one
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping):
+        words += f" of {_type_words(items, several=True)}"
+    return words
+
+
+def _expected(schema: Mapping[str, Any]) -> str:
+    """What a parameter's JSON schema asks for, in words; null (the parameter left out) unsaid."""
+    options = schema.get("anyOf", [schema])
+    return " or ".join(_type_words(option) for option in options if option.get("type") != "null")
+
+
+def _invalid_arguments(
+    tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]
+) -> str:
+    """The answer to ``arguments`` that fail ``tool``'s input ``schema`` (pydantic's ``errors``),
+    in the memory tool's words: one line for each parameter at fault, in the schema's order.
+
+    A required parameter that is absent or null is missing, as ``run_command`` says it (the
+    memory tool reads null as absent); any other a wrong value, shown short (``short_repr``),
+    with the type the schema asks for. Nothing of pydantic's text is used but the names of
+    the parameters at fault, which are the schema's own.
+    """
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    faulty = {str(error["loc"][0]) for error in errors if error.get("loc")}
+    kind = "command" if tool in COMMANDS else "tool"
+    lines = []
+    for name in [*properties, *sorted(faulty - set(properties))]:
+        if name not in faulty:
+            continue
+        value = arguments.get(name)
+        if value is None and name in required:
+            lines.append(f"Error: Missing required parameter `{name}` for {kind} `{tool}`.")
+        else:
+            expected = _expected(properties.get(name, {}))
+            lines.append(f"Error: Invalid `{name}` parameter: {short_repr(value)}. It should be {expected}.")
+    return "\n".join(lines) or f"Error: Invalid arguments for {kind} `{tool}`."
+
+
+def allow_restore_from_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``S3MEMORY_MCP_ALLOW_RESTORE`` turns on ``memory_restore`` (1 or 0; unset: off)."""
+    value = (os.environ if environ is None else environ).get(ALLOW_RESTORE_VARIABLE, "")
+    if value.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
+        raise ConfigurationError(f"{ALLOW_RESTORE_VARIABLE} must be 1 or 0, not {_one_line(repr(value))[:80]}")
+    return value.lower() in ("1", "true", "yes")
+
+
+def build_server(
+    open_memory: Callable[[], EncryptedMemory | MountedMemory], *, allow_restore: bool = False
+) -> "MCPServer[Any]":
+    """An MCP server with the six memory tools over the memory ``open_memory()`` returns, and the
+    read-only history tools (``memory_restore`` too with ``allow_restore``).
+
+    ``open_memory`` is called on the first tool call (and again on the next if it raised).
+    Each tool answers with the exact string of the :class:`EncryptedMemory` method (the history
+    tools: one line per version); an :class:`~s3memory.S3MemoryError` becomes a tool result
+    with ``isError: true`` and the error's message as its text.
+
+    Raises:
+        ConfigurationError: the ``mcp`` package is not installed.
+    """
+    _require_mcp()
+    import anyio.to_thread
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+    from pydantic import Field, ValidationError
+
+    from .. import __version__
+
+    class Server(MCPServer[Any]):
+        """``MCPServer``, but arguments that fail a tool's input schema are answered in the
+        memory tool's words (:func:`_invalid_arguments`), not with pydantic's text.
+
+        ``call_tool`` raises such a failure as a ``ToolError`` whose ``__cause__`` is the
+        ``ValidationError`` (``Tool.run``, before the tool's function is called); nothing else
+        does (a tool's own failure is an ``isError`` result of :func:`_answer`, and an exception
+        it raised an ``UnexpectedToolError``).
+        """
+
+        async def call_tool(
+            self, name: str, arguments: dict[str, Any], context: "Context[Any, Any] | None" = None
+        ) -> "CallToolResult | InputRequiredResult":
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                invalid = exc.__cause__
+                if isinstance(exc, UnexpectedToolError) or not isinstance(invalid, ValidationError):
+                    raise
+                schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name), {})
+                errors = invalid.errors(include_url=False, include_context=False, include_input=False)
+                text = _invalid_arguments(name, schema, arguments, errors)
+                log.info(
+                    "tool %r refused its arguments: %s", name, sorted({str(e["loc"][0]) for e in errors if e["loc"]})
+                )
+                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    memory = _Once(open_memory)
+    server: MCPServer[Any] = Server(
+        name="s3memory",
+        title="Encrypted memory",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",  # INFO would log each refused command, with the model's text, on stderr
+    )
+
+    async def run(command: Callable[[EncryptedMemory | MountedMemory], str]) -> CallToolResult:
+        return await anyio.to_thread.run_sync(functools.partial(_answer, memory, command))
+
+    # Annotations evaluated here, at definition (this module has no `from __future__ import
+    # annotations`): MCPServer reads them, and with them the descriptions, from the signatures.
+    Path = Annotated[str, Field(description=PATH_HELP)]
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    async def view(
+        path: Path,
+        view_range: Annotated[
+            list[int] | None,
+            Field(description="For a file only: [start, end], the lines to show (1-based; end -1: to the end)."),
+        ] = None,
+    ) -> CallToolResult:
+        """Show a directory (its files and directories up to 2 levels deep, with sizes) or a file
+        with line numbers. Start every task with `view` of /memories."""
+        return await run(lambda m: m.view(path, view_range))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    async def create(
+        path: Path,
+        file_text: Annotated[str, Field(description="The content of the new file.")],
+    ) -> CallToolResult:
+        """Create a new file; parent directories come into being. Never overwrites: an existing
+        path is an error (edit it with `str_replace` or `insert`, or `delete` it first)."""
+        return await run(lambda m: m.create(path, file_text))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+    async def str_replace(
+        path: Path,
+        old_str: Annotated[str, Field(description="The text to replace; it must occur exactly once in the file.")],
+        new_str: Annotated[str, Field(description="The replacement text (may be empty).")],
+    ) -> CallToolResult:
+        """Replace the one occurrence of `old_str` in a file with `new_str`; answers with the
+        changed lines."""
+        return await run(lambda m: m.str_replace(path, old_str, new_str))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    async def insert(
+        path: Path,
+        insert_line: Annotated[int, Field(description="The line after which to insert; 0 inserts at the top.")],
+        insert_text: Annotated[str, Field(description="The text to insert (one or more lines).")],
+    ) -> CallToolResult:
+        """Insert text into a file after line `insert_line`."""
+        return await run(lambda m: m.insert(path, insert_line, insert_text))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+    async def delete(path: Path) -> CallToolResult:
+        """Delete a file, or a directory with everything under it."""
+        return await run(lambda m: m.delete(path))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    async def rename(
+        old_path: Annotated[str, Field(description="The file or directory to move, under /memories.")],
+        new_path: Annotated[str, Field(description="Its new path under /memories; must not exist yet.")],
+    ) -> CallToolResult:
+        """Rename or move a file or a directory (with everything under it). Never overwrites."""
+        return await run(lambda m: m.rename(old_path, new_path))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    async def memory_search(
+        query: Annotated[
+            str, Field(description='Words, or a "quoted phrase"; every one must occur in a file (case-insensitive).')
+        ],
+        path_prefix: Annotated[
+            str | None, Field(description="Only files in this directory, e.g. /memories/standards/.")
+        ] = None,
+        limit: Annotated[int, Field(description="At most this many files (1 to 100).")] = 20,
+    ) -> CallToolResult:
+        """Find memory files containing every given word, best matches first: each file's path
+        and up to three matching lines with their line numbers. View a file for the rest."""
+        return await run(lambda m: m.search_answer(query, path_prefix, limit))
+
+    # -- history: read-only, and restore only when the operator allows it ----------------------
+    File = Annotated[str, Field(description=FILE_HELP)]
+    Version = Annotated[str, Field(description=VERSION_HELP)]
+    reading = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+    @server.tool(annotations=reading)
+    async def memory_history(path: File) -> CallToolResult:
+        """Every version of a memory file, newest first (across renames, also after a delete), one
+        line each: when (UTC), what was done (created, modified, renamed, restored, deleted,
+        redacted), by whom, its size, its version id, and whether that record is verified."""
+        return await run(lambda m: _history_text(path, m.history(path)))
+
+    @server.tool(annotations=reading)
+    async def memory_show_version(path: File, version: Version) -> CallToolResult:
+        """The text of one earlier version of a memory file, as it was (no line numbers)."""
+        return await run(lambda m: _version_text(m, path, version))
+
+    when = "ISO-8601 time (2026-05-01 is its midnight UTC; a time without a zone is UTC)"
+    Operation = Annotated[
+        str | None, Field(description="Only this operation: created, modified, renamed, restored, deleted or redacted.")
+    ]
+    Actor = Annotated[str | None, Field(description="Only changes made by this actor (e.g. mcp, cli, session:abc).")]
+    Since = Annotated[str | None, Field(description=f"Only changes at or after this {when}.")]
+    Until = Annotated[str | None, Field(description=f"Only changes at or before this {when}.")]
+    Limit = Annotated[int, Field(description=f"At most this many changes, the newest (1 to {MAX_LOG_LIMIT}).")]
+
+    @server.tool(annotations=reading)
+    async def memory_log(
+        path_prefix: Annotated[str, Field(description="Only changes under this directory.")] = "/memories",
+        operation: Operation = None,
+        actor: Actor = None,
+        since: Since = None,
+        until: Until = None,
+        limit: Limit = LOG_LIMIT,
+    ) -> CallToolResult:
+        """The changes to memory files under a directory, newest first, one line each: when (UTC),
+        what was done, to which file, by whom, its size, its version id, and whether verified."""
+        filters = {"operation": operation, "actor": actor, "since": since, "until": until}
+        return await run(lambda m: _log_text(m, path_prefix, limit, **filters))
+
+    if allow_restore:
+
+        @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+        async def memory_restore(path: File, version: Version) -> CallToolResult:
+            """Write an earlier version of a memory file back as its newest version (a deleted file
+            comes back). The versions after it are kept, so a restore can itself be undone."""
+            return await run(lambda m: m.restore(path, version))
+
+    return server
+
+
+async def _read_stdin(
+    stdin: BinaryIO,
+    messages: "MemoryObjectSendStream[SessionMessage | Exception]",
+    reply: "Callable[[SessionMessage], Awaitable[None]]",
+    max_message_bytes: int,
+) -> None:
+    """Read ``stdin`` line by line until it ends: each message to ``messages``, each refusal to ``reply``.
+
+    A line is read up to ``max_message_bytes`` (plus its newline); the rest of a longer one is
+    read on in chunks and dropped. Ends, closing ``messages``, at the end of stdin or when the
+    server no longer takes messages or answers.
+    """
+    import anyio
+    import anyio.to_thread
+    from mcp.shared.message import SessionMessage
+    from mcp.types import INTERNAL_ERROR
+
+    read = functools.partial(anyio.to_thread.run_sync, stdin.readline)
+    async with messages:
+        while line := await read(max_message_bytes + 1):
+            if len(line) > max_message_bytes and not line.endswith(b"\n"):
+                message, refusals = None, [_too_large(line, max_message_bytes)]
+                while (chunk := await read(_DISCARD_CHUNK)) and not chunk.endswith(b"\n"):
+                    pass  # the rest of the line, dropped
+            else:
+                try:
+                    message, refusals = _triage(line)
+                except Exception:  # a bug here must cost this line, not the connection
+                    log.exception("could not read a JSON-RPC message")
+                    message, refusals = (
+                        None,
+                        [_refusal(INTERNAL_ERROR, "Internal error: could not read the message", None)],
+                    )
+            try:
+                if refusals:
+                    log.warning("refused a JSON-RPC message: %s", refusals[0].error.message)
+                for refusal in refusals:
+                    await reply(SessionMessage(refusal))
+                if message is not None:
+                    await messages.send(SessionMessage(message))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return  # the server has stopped
+
+
+async def serve_stdio_async(server: "MCPServer[Any]", *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    """Serve ``server`` over stdin/stdout until stdin ends, answering every line (see the module).
+
+    What ``server.run("stdio")`` does, but stdin is read by :func:`_read_stdin`. The mcp
+    package's stdio transport still owns stdout: it points file descriptor 1 at stderr while it
+    serves (so nothing else reaches the wire) and writes every answer, the refusals too.
+    """
+    import io
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    messages, received = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    # mcp 2.x has no public handle on the low-level server; MCPServer.run_stdio_async uses it so.
+    lowlevel = server._lowlevel_server
+    async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (no_input, write_stream):
+        await no_input.aclose()  # the transport's own stdin reader got an empty file: it is done
+        async with received, anyio.create_task_group() as tasks:
+            tasks.start_soon(_read_stdin, sys.stdin.buffer, messages, write_stream.send, max_message_bytes)
+            await lowlevel.run(received, write_stream, lowlevel.create_initialization_options())
+
+
+def serve_stdio(
+    settings: Settings | None,
+    *,
+    configuration_error: ConfigurationError | None = None,
+    allow_restore: bool | None = None,
+) -> None:
+    """Serve ``settings``' memory over stdin/stdout until the client closes the connection.
+
+    With ``configuration_error`` (the settings could not be read), the server still starts and
+    answers the handshake, and every tool call answers with that error, so the client (and
+    the model) sees what to fix instead of a server that died before it spoke.
+    ``allow_restore`` offers the ``memory_restore`` tool; None: as ``S3MEMORY_MCP_ALLOW_RESTORE``
+    says (a bad value is a configuration error, reported the same way).
+
+    Raises:
+        ConfigurationError: the ``mcp`` package is not installed.
+    """
+    if settings is None and configuration_error is None:
+        raise TypeError("give the settings, or the configuration error that prevented them")
+    if allow_restore is None:
+        try:
+            allow_restore = allow_restore_from_environment()
+        except ConfigurationError as error:
+            allow_restore, configuration_error = False, configuration_error or error
+    opened: list[EncryptedMemory | MountedMemory] = []
+
+    def open_memory() -> EncryptedMemory | MountedMemory:
+        if configuration_error is not None or settings is None:
+            raise configuration_error or ConfigurationError("no settings")
+        memory = settings.open_tree(actor="mcp")
+        opened.append(memory)
+        return memory
+
+    server = build_server(open_memory, allow_restore=allow_restore)
+    import anyio
+
+    if configuration_error is not None or settings is None:
+        print(f"s3memory: the settings are wrong, every tool call will say so: {configuration_error}", file=sys.stderr)
+    else:
+        restore = " (memory_restore allowed)" if allow_restore else ""
+        print(
+            f"s3memory: serving the memory of {settings.user} at {settings.location} over stdio{restore}",
+            file=sys.stderr,
+        )
+    try:
+        anyio.run(serve_stdio_async, server)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for memory in opened:
+            memory.close()
+
+
+def main() -> None:
+    """``python -m s3memory.mcp_server``: the settings from the environment only."""
+    try:
+        settings = Settings.from_environment()
+    except ConfigurationError as error:
+        serve_stdio(None, configuration_error=error)
+    else:
+        serve_stdio(settings)
