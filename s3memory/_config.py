@@ -204,7 +204,7 @@ class Settings:
         return self.master_key_file or self.data_home / "master.key"
 
     def aws_region(self) -> str:
-        """The region of the S3 and KMS clients: see :func:`s3memory._aws.resolve_region`; with a custom
+        """The region of the S3 and KMS clients: see :func:`s3memory._aws.clients.resolve_region`; with a custom
         endpoint and no region, ``us-east-1``.
 
         Raises:

@@ -53,7 +53,7 @@ class MemoryOptions(TypedDict, total=False):
 
 def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:
     """A KMS client in the S3 client's region (else the region ``resolve_region`` finds),
-    configured as ``s3memory._aws.client_config`` says."""
+    configured as ``s3memory._aws.clients.client_config`` says."""
     from ._aws.clients import new_client
 
     region = getattr(getattr(s3_client, "meta", None), "region_name", None)

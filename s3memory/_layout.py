@@ -18,7 +18,7 @@ tenant id and keys), not a new family.
 
 Computing a key makes no request of its own, except that with encrypted names the tenant's
 names key is loaded on first use (one GET, then cached). It never creates an object: the
-names key is created only by :meth:`s3memory._names.NameCipher.create_key`, which the
+names key is created only by :meth:`s3memory._crypto.names.NameCipher.create_key`, which the
 commands that write a new file call first (``SealedFiles.names_ready``).
 """
 
@@ -74,7 +74,7 @@ _HISTORY_RECORD = re.compile(r"[0-9a-f]{32}/[0-9]{16}-(?:[0-9a-f]{16}|s[a-z2-7]+
 
 
 class NameSealing(Protocol):
-    """What the layout needs of encrypted names (``s3memory._names.NameCipher``).
+    """What the layout needs of encrypted names (``s3memory._crypto.names.NameCipher``).
 
     ``seal``, ``open`` and ``path_tag`` may load the tenant's names key (a GET) and never
     create it (``seal`` raises :class:`~s3memory.TenantKeyError` if the tenant has none

@@ -219,7 +219,7 @@ def test_rotate_key_expire_info_and_demo_escape_what_they_print(
 
     evil = "\x1b]8;;http://evil\x07[bold]x\u202e"
     escaped = "\\x1b]8;;http://evil\\x07[bold]x\\u202e"
-    report = s3memory._lifecycle.RotationReport(
+    report = s3memory._admin.lifecycle.RotationReport(
         tenant="default", kid=f"k{evil}", started=True, unreadable=[f"default/memories/{evil}"], retired=[evil]
     )
     monkeypatch.setattr(s3memory._admin.lifecycle, "rotate_tenant_key", lambda memory, retire_after, progress: report)
@@ -228,8 +228,8 @@ def test_rotate_key_expire_info_and_demo_escape_what_they_print(
     assert f"tenant key k{escaped}:" in rotated.stdout and f"old key(s) {escaped} kept" in rotated.stdout
     assert f"default/memories/{escaped}: does not unwrap" in rotated.stderr
 
-    stale = s3memory._expiry.StaleMemory(f"/memories/{evil}", 1, 0.0)
-    expired = s3memory._expiry.ExpiryReport(stale=[stale], kept_changed=[f"/memories/{evil}"])
+    stale = s3memory._admin.expiry.StaleMemory(f"/memories/{evil}", 1, 0.0)
+    expired = s3memory._admin.expiry.ExpiryReport(stale=[stale], kept_changed=[f"/memories/{evil}"])
     monkeypatch.setattr(s3memory._admin.expiry, "expire_memories", lambda memory, **_: expired)
     result = run("expire", "--days", "1")
     assert result.exit_code == 0 and inert(result.output, keep="\n\t")

@@ -181,7 +181,7 @@ async def test_errors_are_tool_errors_and_the_server_keeps_serving(tmp_path: Pat
 
 
 #: Arguments that fail a tool's input schema, and the answer: the memory tool's words
-#: (s3memory._memory.run_command's for a missing parameter, _render's "Invalid `x` parameter"
+#: (s3memory._core.memory.run_command's for a missing parameter, _render's "Invalid `x` parameter"
 #: otherwise), never pydantic's text or its link.
 WRONGLY_TYPED: list[tuple[str, dict[str, Any], str]] = [
     (

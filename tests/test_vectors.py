@@ -43,7 +43,7 @@ wrapping, key ids, tenant and names keys, message ids of the memory commands. Fo
 ``fixed_randomness`` replaces ``os.urandom`` for the duration of one call with a source that
 hands out the case's listed draws (``"draws"``: label and hex) by size, in order within a
 size, and fails on any draw the case did not list and on any listed draw left unused. It
-patches ``os.urandom`` itself, not ``s3memory._keys.os``: the refactor moves the code between
+patches ``os.urandom`` itself, not ``s3memory._crypto.keyring.os``: the refactor moves the code between
 modules, and the vectors must hold wherever the call ends up. Draws of different sizes may
 come in any order; key documents are created on their own (kid 8, key 32 or 64, nonce 12
 bytes) and seeded before the commands that use them, so most steps draw each size once.

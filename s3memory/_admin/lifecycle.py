@@ -35,7 +35,7 @@ bodies stay as they are); what changes is the tenant key that wraps it. One run:
    The time only saves requests: the listing decides, so a version the store keeps longer
    than said keeps its key, and a key is never dropped while a version needs it (a listing
    that fails keeps every key). Keys whose versions expired cost nothing but their line in
-   the document; at most :data:`~s3memory._keys.MAX_KEPT_KEYS` are kept (a rotation
+   the document; at most :data:`~s3memory._crypto.keyring.MAX_KEPT_KEYS` are kept (a rotation
    beyond that refuses to start). The wait is what makes dropping safe with other processes about:
    a process that cached the document before the rotation keeps wrapping new data keys
    under the old key until its :class:`~s3memory.KeyCache` entry expires (15 minutes by
@@ -378,7 +378,7 @@ def rotate_tenant_key(
 
     Raises:
         ConfigurationError: in ``key_mode="kms"`` (use KMS key rotation), or bad arguments.
-        TenantKeyError: also when the document already keeps :data:`~s3memory._keys.MAX_KEPT_KEYS`
+        TenantKeyError: also when the document already keeps :data:`~s3memory._crypto.keyring.MAX_KEPT_KEYS`
             keys for old versions (expire those versions first).
         TenantKeyError: the user has no tenant key, or it does not unwrap.
         StorageError: the store failed part-way; every file is still readable, and running

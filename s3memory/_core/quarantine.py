@@ -20,7 +20,7 @@ cost is CPU: the screen's patterns are compiled on the first write of a process 
 
 What is screened is what the write *adds*: a new file's text; for an edit, the findings of
 the file it would leave that the file before did not hold (compared as the guard compares
-secrets, :func:`s3memory._guard.SecretGuard.screen_edit`), so an order completed across two
+secrets, :func:`s3memory._screening.secrets.SecretGuard.screen_edit`), so an order completed across two
 edits is found, and an old one the file already held does not hold every later edit.
 Writes are screened after the guard (a held write holds no secret the guard would refuse or
 redact) and after the command's own checks (an existing path, a file as an ancestor, the
@@ -215,7 +215,7 @@ def new_findings(screen: InstructionScreen, before: str | None, after: str) -> l
 class InstructionCheck:
     """What a memory asks before each write (``EncryptedMemory.instructions``): the policy
     (``"flag"`` or ``"quarantine"``; ``"allow"`` is no check at all) and the screen, by
-    default :class:`~s3memory._instructions.InstructionScreen` with its default detectors."""
+    default :class:`~s3memory._screening.instructions.InstructionScreen` with its default detectors."""
 
     def __init__(self, policy: InstructionPolicy, *, screen: InstructionScreen | None = None) -> None:
         checked = check_policy(policy)

@@ -5,8 +5,8 @@ reports findings; this module says what an instruction to a future session looks
 ``SPECS`` holds the default detectors as :class:`Spec` s (name, kind, pattern, check, the
 view of the text the pattern runs on, whether matches inside code count, a decoder, and
 the hints that let the screen skip work: see
-:class:`~s3memory._instructions.InstructionDetector`);
-:func:`~s3memory._instructions.default_instruction_detectors` imports this module and
+:class:`~s3memory._screening.instructions.InstructionDetector`);
+:func:`~s3memory._screening.instructions.default_instruction_detectors` imports this module and
 compiles them on first use, so ``import s3memory`` loads none of it.
 
 This module is longer than 400 lines and kept whole: it is one table (the patterns) with

@@ -5,7 +5,7 @@ poisoning: memory") is text an attacker gets the model to write into memory, thr
 prompt injection in a web page, an email or a tool result, that speaks to a *future
 session* as instructions: the note is read back as the assistant's own memory, with the
 trust that goes with it. :class:`InstructionScreen` finds the usual shapes of such text and
-reports each as a :class:`~s3memory._guard.Finding` (kind, span, line), like the
+reports each as a :class:`~s3memory._screening.secrets.Finding` (kind, span, line), like the
 sensitive-data guard; what to do with them (allow, flag, quarantine) is the caller's policy.
 
 What it finds, by kind:
@@ -175,7 +175,7 @@ class InstructionDetector:
 
     @classmethod
     def from_detector(cls, detector: Detector, name: str | None = None) -> InstructionDetector:
-        """A guard :class:`~s3memory._guard.Detector` as an instruction detector: its
+        """A guard :class:`~s3memory._screening.secrets.Detector` as an instruction detector: its
         pattern on the original text, its ``validate`` as the check."""
         validate = detector.validate
 
@@ -197,7 +197,7 @@ class InstructionScreen:
 
     ``InstructionScreen()`` uses the default detectors; ``detectors`` replaces them,
     ``extra`` adds to them, and ``disabled`` removes detectors by name or by kind. A guard
-    :class:`~s3memory._guard.Detector` is accepted wherever an
+    :class:`~s3memory._screening.secrets.Detector` is accepted wherever an
     :class:`InstructionDetector` is.
     """
 

@@ -1,8 +1,8 @@
 """What the sensitive-data guard looks for: the default detectors' patterns and validators.
 
-:mod:`s3memory._screening.secrets` screens text with :class:`~s3memory._guard.Detector` s and applies a
+:mod:`s3memory._screening.secrets` screens text with :class:`~s3memory._screening.secrets.Detector` s and applies a
 policy; this module says what a secret looks like. ``_SPECS`` holds the default detectors
-as (kind, pattern, validator); :func:`~s3memory._guard.default_detectors` imports this
+as (kind, pattern, validator); :func:`~s3memory._screening.secrets.default_detectors` imports this
 module and compiles them on first use, so ``import s3memory`` loads none of it. The
 validators check a candidate's value (checksum, entropy, decoding).
 

@@ -27,7 +27,7 @@ message) at a time and at most :data:`MAX_MESSAGE_BYTES` of it, and a line that 
 UTF-8 or JSON gets a JSON-RPC ``-32700`` Parse error, a line of JSON that is no valid message
 (a scalar, a batch, a request without ``jsonrpc``, with an id that is neither a string nor an
 integer, ...) or a longer line gets ``-32600`` Invalid Request. The error carries the request's
-id when it can be read from the line (see :func:`~s3memory._jsonrpc._request_id`), ``null``
+id when it can be read from the line (see :func:`~s3memory.mcp_server.jsonrpc._request_id`), ``null``
 otherwise; the line is logged (without its content) and the server goes on with the next one.
 Blank lines are no messages and are skipped. Valid messages go on to the mcp package's server,
 as with its own stdio transport, which still writes stdout. What a line is, message or

@@ -2,7 +2,7 @@
 
 It keeps every version of every object, as a versioned S3 bucket does (``versioned=False``
 keeps only the current one): a write adds a version, a delete adds a delete marker. It has no
-lifecycle rules: versions stay until deleted; ``s3memory._lifecycle.expire_noncurrent_versions``
+lifecycle rules: versions stay until deleted; ``s3memory._admin.lifecycle.expire_noncurrent_versions``
 expires a user's noncurrent versions as the bucket rule does on S3.
 """
 

@@ -73,7 +73,7 @@ the next write removes them). Deleting the current version renames the previous 
 into place (or, if that is a delete marker, leaves no current file); ``purge`` removes the
 files and every kept version and marker under the prefix. ``versioned=False`` keeps
 nothing (versions kept before stay until purged). There are no lifecycle rules: kept
-versions stay until deleted (``s3memory._lifecycle.expire_noncurrent_versions`` expires a
+versions stay until deleted (``s3memory._admin.lifecycle.expire_noncurrent_versions`` expires a
 user's noncurrent versions as the bucket rule does on S3). A file system without hard links
 cannot keep versions (``StorageError`` on the first overwrite or delete: open the store
 with ``versioned=False``).
