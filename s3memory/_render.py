@@ -10,6 +10,7 @@ the memory tool's contract and, where it is silent, the SDK's reference tool
 from __future__ import annotations
 
 import reprlib
+import unicodedata
 from collections.abc import Iterable, Sequence
 
 from ._errors import InvalidCommandError, LimitExceededError
@@ -19,6 +20,18 @@ MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = 6
 MAX_ECHOED_CHARS = 1_000  # of the model's own old_str, quoted back in an error
 MAX_LISTED_LINES = 100  # line numbers named in a "multiple occurrences" error
+#: The Unicode categories never shown raw where untrusted text (a stored name, a file's text,
+#: an actor, a mount's description) meets a person or a model: controls (C0, DEL, C1), format
+#: characters (bidi overrides, zero-width, tags), line and paragraph separators, and lone
+#: surrogates; what can move a cursor, reorder or hide text, or end a line or a block. Each
+#: face escapes them in its own grammar (Python's escapes in the CLI, ``\uXXXX`` in JSON and
+#: in the prompt block); which characters is decided here, once.
+NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def never_raw(char: str) -> bool:
+    """Whether ``char`` must be escaped wherever untrusted text is shown (:data:`NEVER_RAW`)."""
+    return unicodedata.category(char) in NEVER_RAW
 
 
 def format_size(size: int) -> str:

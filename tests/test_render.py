@@ -148,3 +148,26 @@ def test_model_supplied_values_are_echoed_bounded() -> None:
     assert excerpt("a" * 1_005) == "a" * 1_000 + "... [5 more characters]"
     assert short_repr(10**5000).startswith("<an integer of about 5,")
     assert len(short_repr(list(range(10**4)))) < 100
+
+
+@pytest.mark.parametrize(
+    ("char", "escaped"),
+    [
+        ("\x1b", True),  # C0 control
+        ("\x85", True),  # C1 control
+        ("\u202e", True),  # bidi override (Cf)
+        ("\u200b", True),  # zero-width space (Cf)
+        ("\u2028", True),  # line separator
+        ("\u2029", True),  # paragraph separator
+        ("\ud800", True),  # lone surrogate
+        ("a", False),
+        ("é", False),
+        ("日", False),
+        (" ", False),
+    ],
+)
+def test_one_rule_says_which_characters_are_never_shown_raw(char: str, escaped: bool) -> None:
+    """The CLI, the MCP server, the mounts' prompt block and the managed export all ask it."""
+    from s3memory._render import never_raw
+
+    assert never_raw(char) is escaped

@@ -24,13 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import InvalidPathError
 from .._paths import DEFAULT_MAX_PATH_BYTES, ROOT, MemoryPath, _shown, parse_path
+from .._render import never_raw
 
 __all__ = [
     "MANAGED_MAX_BYTES",
@@ -46,7 +46,6 @@ __all__ = [
 MANAGED_MAX_BYTES = 100_000  # "a single memory is capped at 100KB": larger ones may be refused there
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _MAY_ACT = re.compile(r"[^ -~]")  # json.dumps already escaped the C0 controls; look at the rest
-_NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ def _inert(line: str) -> str:
 
     def escape(match: re.Match[str]) -> str:
         char = match.group()
-        if unicodedata.category(char) not in _NEVER_RAW:
+        if not never_raw(char):
             return char
         code = ord(char)
         if code < 0x10000:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import html
 import re
-import unicodedata
 from collections.abc import Iterable
 
 from .._errors import ConfigurationError
+from .._render import never_raw
 from .mounts import Mount, notice_shadowing
 
 __all__ = ["memory_stores_prompt"]
@@ -33,11 +33,10 @@ INTRODUCTION = (
 )
 
 _MAY_NEED_ESCAPE = re.compile(r"[^\n\t -~]")  # printable ASCII, newline and tab never do
-_NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})  # controls, format characters, separators
 
 
 def _visible(char: str) -> str:
-    if unicodedata.category(char) not in _NEVER_RAW:
+    if not never_raw(char):
         return char
     code = ord(char)
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -28,7 +28,6 @@ import logging
 import os
 import re
 import sys
-import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NoReturn, TextIO, TypeVar
@@ -39,6 +38,7 @@ from .._config import ENVIRONMENT, Settings, in_setting_names
 from .._core.memory import EncryptedMemory
 from .._core.mounts import MountedMemory, notice_shadowing
 from .._errors import ConfigurationError, IntegrityError, S3MemoryError, StorageError
+from .._render import never_raw
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,9 +58,6 @@ ROOT = "/memories"
 _SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _MAY_NEED_ESCAPE = re.compile(r"[^ -~]")  # printable ASCII never does
 _NAME_MAY_NEED_ESCAPE = re.compile(r"[^ -\[\]-~]")  # in a name, the backslash too
-# Controls (C0, DEL, C1), format characters (bidi overrides, zero-width, tags), line and
-# paragraph separators, lone surrogates: what can move the cursor, reorder or hide text.
-_NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def _escape(char: str) -> str:
@@ -90,7 +87,7 @@ def printable(text: object, *, name: bool = False, lines: bool = False) -> str:
             return char if char.isprintable() and char != "\\" else _escape(char)
         if lines and char in "\n\t":
             return char
-        return _escape(char) if unicodedata.category(char) in _NEVER_RAW else char
+        return _escape(char) if never_raw(char) else char
 
     return (_NAME_MAY_NEED_ESCAPE if name else _MAY_NEED_ESCAPE).sub(replace, str(text))
 

@@ -64,7 +64,6 @@ import logging
 import os
 import sys
 import threading
-import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
@@ -73,7 +72,7 @@ from .._core.memory import COMMANDS, EncryptedMemory
 from .._core.mounts import MountedMemory
 from .._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, answer_for_model
 from .._history.entries import MemoryVersion
-from .._render import short_repr
+from .._render import never_raw, short_repr
 from .jsonrpc import _refusal, _too_large, _triage
 from .jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
 
@@ -118,7 +117,6 @@ ALLOW_RESTORE_VARIABLE = "S3MEMORY_MCP_ALLOW_RESTORE"
 LOG_LIMIT, MAX_LOG_LIMIT = 50, 1000  # memory_log's default number of changes, and its largest
 FILE_HELP = "A file under /memories, e.g. /memories/notes.md (also one since deleted or renamed)."
 VERSION_HELP = "A version id, as `memory_history` or `memory_log` lists it."
-_NEVER_RAW = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})  # controls, format characters, separators
 
 
 def _require_mcp() -> None:
@@ -185,10 +183,7 @@ def _one_line(text: object) -> str:
     """Stored text (a path, an actor, a note) kept on one line: controls, format characters,
     separators and the backslash escaped, so one version is always one line."""
     return "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if char == "\\" or unicodedata.category(char) in _NEVER_RAW
-        else char
-        for char in str(text)
+        char.encode("unicode_escape").decode("ascii") if char == "\\" or never_raw(char) else char for char in str(text)
     )
 
 
