@@ -6,7 +6,7 @@ into each (``EncryptedMemory.history``, ``read_version``, ``restore``, ``redact`
 each of them is a configuration error (exit 3) saying so. Paths, actors, notes and version ids
 come from the bucket: whoever can write to it chooses them, so they are printed as names
 (:func:`printable` with ``name``), in rich ``Text``, never as markup. Times are read by
-:func:`s3memory.mcp_server.parse_time` (the MCP server's ``memory_log`` reads them alike) and
+:func:`s3memory._history.text.parse_time` (the MCP server's ``memory_log`` reads them alike) and
 printed in UTC. ``cli`` registers :data:`COMMANDS` on its group.
 """
 
@@ -21,6 +21,7 @@ import click
 from .._crypto.provenance import OPERATIONS
 from .._errors import ConfigurationError, PathNotFoundError, VersionNotFoundError
 from .._history.entries import MemoryVersion
+from .._history.text import clock_time, iso_time, parse_time
 from .._render import format_size
 from .output import (
     EXIT_REFUSED,
@@ -40,13 +41,7 @@ def _name(text: object) -> str:
     return printable(text, name=True)
 
 
-def _when(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _as_json(entry: MemoryVersion) -> dict[str, Any]:
-    from ..mcp_server import iso_time
-
     return {
         "path": entry.path,
         "version": entry.version,
@@ -86,7 +81,7 @@ def _print_entries(entries: Sequence[MemoryVersion], *, with_path: bool, summary
     for entry in entries:
         actor = "-" if entry.actor is None else _name(entry.actor)
         size = "-" if entry.size is None else format_size(entry.size)
-        cells = [_when(entry.at), _name(entry.operation), actor, *([_name(entry.path)] if with_path else [])]
+        cells = [clock_time(entry.at), _name(entry.operation), actor, *([_name(entry.path)] if with_path else [])]
         table.add_row(*(Text(cell) for cell in [*cells, size, _name(entry.version), _verified(entry)]))
     console = _console()
     console.print(table)
@@ -180,7 +175,7 @@ def redact(ctx: click.Context, path: str, version: str, yes: bool) -> None:
             if entry.current:
                 _die(f"{shown} is its current content: edit or delete the file first, then redact it", EXIT_REFUSED)
             size = "?" if entry.size is None else format_size(entry.size)
-            made = f"{_name(entry.operation)} by {_name(entry.actor or 'unknown')} at {_when(entry.at)} UTC"
+            made = f"{_name(entry.operation)} by {_name(entry.actor or 'unknown')} at {clock_time(entry.at)} UTC"
             _die(
                 f"redact destroys the text of {shown} ({made}, {size}) for good, with every stored copy "
                 "of it; its history entries stay. Add --yes to redact it",
@@ -201,8 +196,6 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> date
     """An option's ISO-8601 time: a date alone is midnight UTC, a time without a zone is UTC."""
     if value is None:
         return None
-    from ..mcp_server import parse_time
-
     try:
         return parse_time(value)
     except ValueError as error:

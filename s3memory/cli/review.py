@@ -10,13 +10,13 @@ in rich ``Text``, never as markup. ``cli`` registers :data:`COMMANDS` on its gro
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import click
 
 from .._core.quarantine import PendingWrite
 from .._errors import PathNotFoundError
+from .._history.text import clock_time, iso_time
 from .._render import format_size, short_repr
 from .output import _command, _console, _fail, _memory, _print_json, _state, printable
 
@@ -25,12 +25,8 @@ def _name(text: object) -> str:
     return printable(text, name=True)
 
 
-def _when(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _as_json(write: PendingWrite) -> dict[str, Any]:
-    at = write.at.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    at = iso_time(write.at)
     return {
         "id": write.id,
         "path": write.path,
@@ -60,7 +56,7 @@ def _print_list(writes: list[PendingWrite]) -> None:
     table.add_column("size", justify="right")
     table.add_column("found", overflow="fold")
     for write in writes:
-        cells = [write.id, _when(write.at), write.operation, _name(write.path), _name(write.actor)]
+        cells = [write.id, clock_time(write.at), write.operation, _name(write.path), _name(write.actor)]
         table.add_row(*(Text(cell) for cell in [*cells, format_size(write.size), _name(write.summary)]))
     console = _console()
     console.print(table)
@@ -71,7 +67,7 @@ def _print_list(writes: list[PendingWrite]) -> None:
 def _print_one(write: PendingWrite) -> None:
     where = "a new file" if write.operation == "create" else f"from line {write.line}"
     click.echo(f"pending write {write.id}: {write.operation} of {_name(write.path)} ({where})")
-    click.echo(f"  by {_name(write.actor)} at {_when(write.at)} UTC; {format_size(write.size)} as it would be")
+    click.echo(f"  by {_name(write.actor)} at {clock_time(write.at)} UTC; {format_size(write.size)} as it would be")
     click.echo(f"  found: {_name(write.summary)}")
     if write.removed:
         click.echo("--- removed")

@@ -58,7 +58,6 @@ each tool's description are what the client shows the model) and the text of his
 answers: kept whole, so that the server's whole interface reads in one place.
 """
 
-import datetime
 import functools
 import logging
 import os
@@ -70,9 +69,13 @@ from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 from .._config import Settings
 from .._core.memory import COMMANDS, EncryptedMemory
 from .._core.mounts import MountedMemory
-from .._errors import ConfigurationError, InvalidCommandError, PathNotFoundError, answer_for_model
-from .._history.entries import MemoryVersion
-from .._render import never_raw, short_repr
+from .._errors import ConfigurationError, InvalidCommandError, answer_for_model
+from .._history.text import history_text as _history_text
+from .._history.text import iso_time as iso_time  # the tests and the CLI's JSON read times so
+from .._history.text import one_line as _one_line
+from .._history.text import parse_time as parse_time
+from .._history.text import version_line
+from .._render import short_repr
 from .jsonrpc import _refusal, _too_large, _triage
 from .jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
 
@@ -158,58 +161,7 @@ class _Once:
             return self._memory
 
 
-# -- history, as text ---------------------------------------------------------------------------
-def parse_time(text: str, name: str | None = None) -> datetime.datetime:
-    """An ISO-8601 time, aware: a date alone is midnight UTC, a time without a zone is UTC
-    (``Z`` is UTC too). Raises InvalidCommandError (a ValueError) naming ``name``."""
-    raw = text.strip()
-    try:
-        moment = datetime.datetime.fromisoformat(raw[:-1] + "+00:00" if raw[-1:] in ("Z", "z") else raw)
-    except ValueError:
-        shown = repr(raw if len(raw) <= 40 else raw[:40] + "...")
-        raise InvalidCommandError(
-            (f"{name}: " if name else "") + f"{shown} is not an ISO-8601 time such as 2026-05-01, "
-            "2026-05-01T09:30 or 2026-05-01T09:30:00+02:00 (without a zone: UTC)"
-        ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
-
-
-def iso_time(moment: datetime.datetime) -> str:
-    """``moment`` in ISO 8601, UTC, to the microsecond: ``2026-05-01T09:30:00.000000Z``."""
-    return moment.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _one_line(text: object) -> str:
-    """Stored text (a path, an actor, a note) kept on one line: controls, format characters,
-    separators and the backslash escaped, so one version is always one line."""
-    return "".join(
-        char.encode("unicode_escape").decode("ascii") if char == "\\" or never_raw(char) else char for char in str(text)
-    )
-
-
-def version_line(entry: MemoryVersion, *, with_path: bool = False) -> str:
-    """One version (or change) on one line, for the model."""
-    parts = [iso_time(entry.at), entry.operation]
-    if with_path:
-        parts.append(entry.path)
-    parts.append(f"by {entry.actor if entry.actor is not None else 'unknown'}")
-    line = " ".join(_one_line(part) for part in parts)
-    details = [f"{entry.size} bytes" if entry.size is not None else "no content"]
-    details.append(f"version {_one_line(entry.version)}")
-    if entry.current:
-        details.append("current")
-    verified = "verified" if entry.verified else "NOT verified"
-    details.append(f"{verified}: {_one_line(entry.note)}" if entry.note else verified)
-    return f"{line}; " + "; ".join(details)
-
-
-def _history_text(path: str, entries: Sequence[MemoryVersion]) -> str:
-    if not entries:
-        raise PathNotFoundError(f"Error: The path {path} has no history: nothing was ever written there.")
-    lines = [version_line(e, with_path=any(e.path != path for e in entries)) for e in entries]
-    return f"History of {_one_line(path)}, newest first ({len(entries)} version(s)):\n" + "\n".join(lines)
-
-
+# -- history, as text: the pure parts are _history.text ------------------------------------------
 def _version_text(memory: EncryptedMemory | MountedMemory, path: str, version: str) -> str:
     text = memory.read_version(path, version)
     limit = memory.limits.max_view_chars
