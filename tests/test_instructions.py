@@ -534,7 +534,7 @@ def test_importing_the_package_does_not_load_the_screen() -> None:
 
 def test_the_patterns_are_compiled_on_first_use() -> None:
     code = (
-        "import sys; from s3memory._instructions import InstructionScreen; "
+        "import sys; from s3memory._screening.instructions import InstructionScreen; "
         "before = 's3memory._screening.instruction_patterns' in sys.modules; InstructionScreen(); "
         "print(before, 's3memory._screening.instruction_patterns' in sys.modules)"
     )
