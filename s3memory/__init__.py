@@ -68,7 +68,8 @@ from ._identity import user_id_for_subject
 from ._layout import NameSealing, TenantLayout
 from ._paths import MemoryPath, parse_path, validate_tenant
 from ._render import format_size
-from ._screening.secrets import Detector, Finding, SecretGuard, SensitiveDataError
+from ._screening.findings import Finding
+from ._screening.secrets import Detector, SecretGuard, SensitiveDataError
 from ._search.query import SearchResult
 from .stores import InMemoryStore, ObjectStore, S3Store
 

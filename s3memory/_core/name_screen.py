@@ -25,7 +25,8 @@ import re
 from collections.abc import Callable, Sequence
 
 from .._paths import MemoryPath
-from .._screening.secrets import Finding, SensitiveDataError, _article, _join
+from .._screening.findings import Finding, join_words, with_article
+from .._screening.secrets import SensitiveDataError
 
 #: The line a finding in a name carries (a text's lines start at 1).
 NAME_LINE = 0
@@ -74,7 +75,7 @@ def _refusal(findings: Sequence[Finding]) -> str:
             "Error: The sensitive-data screen would change a file or directory name in the path; names "
             "are never rewritten. Nothing was written. Choose another name."
         )
-    what = _join([f"{_article(kind)} {kind}" for kind in kinds])
+    what = join_words([with_article(kind) for kind in kinds])
     return (
         f"Error: A file or directory name in the path holds what looks like {what}; names must not hold "
         "secrets (they are stored as object key names). Nothing was written. Choose a name without it."

@@ -86,7 +86,8 @@ from .._errors import (
 from .._layout import PENDING_ID
 from .._paths import MemoryPath, parse_path
 from .._render import short_repr
-from .._screening.secrets import Finding
+from .._screening import findings as _findings
+from .._screening.findings import Finding
 from ..stores import ObjectVersion
 from .name_screen import NAME_LINE, name_findings
 
@@ -207,9 +208,7 @@ def new_findings(screen: InstructionScreen, before: str | None, after: str) -> l
     findings = screen.findings(after)
     if not findings or before is None:
         return findings
-    from .._screening.secrets import _new_findings
-
-    return _new_findings(findings, after, screen.findings(before), before)
+    return _findings.new_findings(findings, after, screen.findings(before), before)
 
 
 class InstructionCheck:
@@ -277,10 +276,8 @@ def _sha256(text: str) -> str:
 
 def _changed(before: str, after: str) -> tuple[int, str, str]:
     """(line, removed, added): the region of ``after`` an edit changed, and what it replaced."""
-    from .._screening.secrets import _common_prefix, _common_suffix
-
-    prefix = _common_prefix(before, after)
-    suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
+    prefix = _findings.common_prefix(before, after)
+    suffix = _findings.common_suffix(before, after, min(len(before), len(after)) - prefix)
     return after.count("\n", 0, prefix) + 1, before[prefix : len(before) - suffix], after[prefix : len(after) - suffix]
 
 

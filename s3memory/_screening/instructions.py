@@ -97,7 +97,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._errors import ConfigurationError
-from .secrets import Detector, Finding
+from .findings import Finding
+from .secrets import Detector
 
 __all__ = ["KINDS", "Finding", "InstructionDetector", "InstructionScreen", "default_instruction_detectors"]
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .._errors import ConfigurationError, InvalidCommandError
+from .findings import Finding, join_words, new_findings, with_article
 
 if TYPE_CHECKING:
     from .secret_patterns import luhn_valid, shannon_entropy
@@ -91,16 +91,6 @@ class Detector:
             raise ConfigurationError("Detector.pattern must be a compiled str pattern (re.compile(...))")
         if self.validate is not None and not callable(self.validate):
             raise ConfigurationError("Detector.validate must be callable or None")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Where a secret is: ``text[start:end]``, on 1-based ``line``. Holds no part of the secret."""
-
-    kind: str
-    start: int
-    end: int
-    line: int
 
 
 class SensitiveDataError(InvalidCommandError):
@@ -263,7 +253,7 @@ class SecretGuard:
         findings = self.find(after)
         if not findings:
             return after
-        new = _new_findings(findings, after, self.find(before), before)
+        new = new_findings(findings, after, self.find(before), before)
         if not new:
             return after
         _log_findings(self._policy, new)
@@ -280,56 +270,6 @@ def _log_findings(policy: str, findings: Sequence[Finding]) -> None:
     )
 
 
-def _new_findings(findings: Sequence[Finding], after: str, old: Sequence[Finding], before: str) -> list[Finding]:
-    """The ``findings`` of ``after`` that are not ``old`` findings of ``before``, as a multiset
-    of (kind, text); findings outside the region the edit changed are paired first."""
-    remaining = Counter((f.kind, before[f.start : f.end]) for f in old)
-    prefix = _common_prefix(before, after)
-    suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
-    changed_start, changed_end = prefix, len(after) - suffix
-
-    def touched(index: int) -> bool:  # overlaps the changed region, or straddles an insertion point
-        finding = findings[index]
-        return finding.start < changed_end and finding.end > changed_start
-
-    new: list[int] = []
-    for index in sorted(range(len(findings)), key=touched):  # stable: untouched ones first, in order
-        key = (findings[index].kind, after[findings[index].start : findings[index].end])
-        if remaining[key] > 0:
-            remaining[key] -= 1
-        else:
-            new.append(index)
-    return [findings[index] for index in sorted(new)]
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """The length of the longest common prefix of ``a`` and ``b``.
-
-    A binary search whose comparisons run in C and halve each time: linear, without a
-    Python loop over every character.
-    """
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """The length of the longest common suffix of ``a`` and ``b``, at most ``limit``."""
-    low, high = 0, max(0, limit)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 def _refusal_message(findings: Sequence[Finding], subject: str = "The text contains") -> str:
     """The message of a refusal: kinds and line numbers only."""
     lines_by_kind: dict[str, list[int]] = {}
@@ -341,23 +281,11 @@ def _refusal_message(findings: Sequence[Finding], subject: str = "The text conta
     for kind, lines in lines_by_kind.items():
         shown = [str(n) for n in lines[:5]] + (["..."] if len(lines) > 5 else [])
         where = f"line {shown[0]}" if len(shown) == 1 else f"lines {', '.join(shown)}"
-        parts.append(f"{_article(kind)} {kind} ({where})")
+        parts.append(f"{with_article(kind)} ({where})")
     return (
-        f"Error: {subject} what looks like {_join(parts)}; memory files must not hold secrets. "
+        f"Error: {subject} what looks like {join_words(parts)}; memory files must not hold secrets. "
         "Nothing was written. Remove the secret or describe it without its value."
     )
-
-
-def _join(parts: Sequence[str]) -> str:
-    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
-
-
-def _article(kind: str) -> str:
-    """ "an AWS access key", "a JWT", "an npm token", "a payment card number"."""
-    word = kind.split()[0]
-    if len(word) > 1 and (word.isupper() or not any(c in "aeiouAEIOU" for c in word)):  # spelled out
-        return "an" if word[0].upper() in "AEFHILMNORSX" else "a"
-    return "an" if word[0] in "aeiouAEIOU" else "a"
 
 
 _LOCK = threading.Lock()
