@@ -35,6 +35,7 @@ from ._core.access import AccessLog
 from ._core.memory import EncryptedMemory, FileEntry, Limits
 from ._core.mountprompt import memory_stores_prompt
 from ._core.mounts import Mount, MountedMemory
+from ._core.protocol import Memory
 from ._core.quarantine import PendingWrite, WriteHeldError
 from ._crypto.envelope import WrappedKey, binding_context
 from ._crypto.historykey import HistoryKey
@@ -107,6 +108,7 @@ __all__ = [
     "LocalMasterKey",
     "MasterKey",
     "MasterRewrapReport",
+    "Memory",
     "MemoryAdmin",
     "MemoryInfo",
     "MemoryOptions",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, overload
 from ._core.access import AccessLog
 from ._core.memory import EncryptedMemory, Limits
 from ._core.mounts import Mount, MountedMemory, check_mounts
+from ._core.protocol import Memory
 from ._core.quarantine import DEFAULT_INSTRUCTION_POLICY, InstructionPolicy
 from ._crypto.historykey import HistoryKey
 from ._crypto.keydocs import KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
@@ -215,7 +216,7 @@ def open_memory(  # type: ignore[misc]
     actor: str = DEFAULT_ACTOR,
     instruction_policy: InstructionPolicy = DEFAULT_INSTRUCTION_POLICY,
     mounts: Sequence[Mount] | None = None,
-) -> EncryptedMemory | MountedMemory:
+) -> Memory:
     """Build the memory of one user.
 
     Args:
@@ -291,9 +292,7 @@ def open_memory(  # type: ignore[misc]
     return MountedMemory(own, mounted)
 
 
-def memory_from(
-    memory: EncryptedMemory | MountedMemory | None, options: MemoryOptions
-) -> EncryptedMemory | MountedMemory:
+def memory_from(memory: Memory | None, options: MemoryOptions) -> Memory:
     """What a tool adapter runs on: ``memory=`` as given, or one opened from the options of
     :func:`open_memory` (never both)."""
     unknown = sorted(set(options) - set(MemoryOptions.__annotations__) - {"mounts"})

@@ -401,3 +401,18 @@ def test_an_unexpected_failure_reads_alike_on_the_tools_and_mcp(caplog: pytest.L
     assert anyio.run(through_mcp) == expected
     logged = [record for record in caplog.records if record.getMessage() == "unexpected error in the s3memory backend"]
     assert len(logged) == 3 and all("internal detail" in str(record.exc_info) for record in logged)
+
+
+def test_both_memory_classes_are_a_memory_as_the_faces_take_it() -> None:
+    """``Memory`` (what a face may call) is what both classes offer; mypy checks the
+    signatures, this the names, so that a method added to the protocol and not to a class
+    fails here too."""
+    import inspect
+
+    from s3memory import EncryptedMemory, Memory, MountedMemory
+
+    wanted = {name for name, _ in inspect.getmembers(Memory) if not name.startswith("_")} | {"limits"}
+    for cls in (EncryptedMemory, MountedMemory):
+        missing = sorted(name for name in wanted if name != "limits" and not callable(getattr(cls, name, None)))
+        assert missing == [], cls.__name__
+    assert "redact" not in wanted and "pending" not in wanted  # one store's own, on purpose

@@ -45,6 +45,7 @@ EXPORTED = frozenset(
         "LocalMasterKey",
         "MasterKey",
         "MasterRewrapReport",
+        "Memory",
         "MemoryAdmin",
         "MemoryInfo",
         "MemoryOptions",

@@ -29,8 +29,8 @@ from typing import Any, TextIO, cast
 import click
 
 from .._config import Settings, in_setting_names
-from .._core.memory import EncryptedMemory, FileEntry
-from .._core.mounts import MountedMemory
+from .._core.memory import FileEntry
+from .._core.protocol import Memory
 from .._errors import ConfigurationError, S3MemoryError
 from .._render import format_size
 from . import admin as _cli_governance
@@ -163,9 +163,7 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
 
 
 # -- the six tool commands ----------------------------------------------------------------
-def _run(
-    ctx: click.Context, command: Callable[[EncryptedMemory | MountedMemory], str], *, confirmation: bool = True
-) -> None:
+def _run(ctx: click.Context, command: Callable[[Memory], str], *, confirmation: bool = True) -> None:
     """Run a tool command on the tree (the user's memory and its mounts); print its answer
     (a ``confirmation`` of a change is left out with --quiet)."""
     with _tree(ctx) as memory:
@@ -233,7 +231,7 @@ def delete(ctx: click.Context, path: str) -> None:
 def rename(ctx: click.Context, old_path: str, new_path: str) -> None:
     """Rename or move a file or a directory. Never overwrites. A progress bar on a terminal."""
 
-    def move(memory: EncryptedMemory | MountedMemory) -> str:
+    def move(memory: Memory) -> str:
         with _progress(ctx, f"renaming {old_path}", transient=True) as progress:
             return memory.rename(old_path, new_path, progress=progress)
 

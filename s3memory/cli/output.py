@@ -37,6 +37,7 @@ import click
 from .._config import ENVIRONMENT, Settings, in_setting_names
 from .._core.memory import EncryptedMemory
 from .._core.mounts import MountedMemory, notice_shadowing
+from .._core.protocol import Memory
 from .._errors import ConfigurationError, IntegrityError, S3MemoryError, StorageError
 from .._render import never_raw
 
@@ -321,7 +322,7 @@ def _command(name: str | None = None, *, json_output: bool = False, **attrs: Any
     return decorator
 
 
-M = TypeVar("M", bound="EncryptedMemory | MountedMemory")
+M = TypeVar("M", bound="Memory")
 
 
 @contextmanager

@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._core.memory import EncryptedMemory
-from .._core.mounts import MountedMemory
+from .._core.protocol import Memory as Memory
 from .._errors import answer_for_model
-
-Memory = EncryptedMemory | MountedMemory
 
 MEMORY_TOOL_NAME = "memory"
 

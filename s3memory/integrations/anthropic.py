@@ -28,8 +28,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from .._core.memory import EncryptedMemory
-from .._core.mounts import MountedMemory
+from .._core.protocol import Memory
 from .._errors import answer_for_model
 from .._factory import MemoryOptions, memory_from
 
@@ -74,7 +73,7 @@ SEARCH_INPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def search_tool(memory: EncryptedMemory | MountedMemory) -> BetaFunctionTool[Callable[..., str]]:
+def search_tool(memory: Memory) -> BetaFunctionTool[Callable[..., str]]:
     """``memory_search``: a client tool beside the memory tool, for the SDK's tool runner."""
 
     def memory_search(query: str, path_prefix: str | None = None, limit: int = 20) -> str:
@@ -85,7 +84,7 @@ def search_tool(memory: EncryptedMemory | MountedMemory) -> BetaFunctionTool[Cal
     )
 
 
-def async_search_tool(memory: EncryptedMemory | MountedMemory) -> BetaAsyncFunctionTool[Callable[..., Any]]:
+def async_search_tool(memory: Memory) -> BetaAsyncFunctionTool[Callable[..., Any]]:
     """``memory_search`` for the async tool runner (the search runs in a worker thread)."""
 
     async def memory_search(query: str, path_prefix: str | None = None, limit: int = 20) -> str:
@@ -114,7 +113,7 @@ class S3MemoryTool(BetaAbstractMemoryTool):
     def __init__(
         self,
         *,
-        memory: EncryptedMemory | MountedMemory | None = None,
+        memory: Memory | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         **options: Unpack[MemoryOptions],
     ) -> None:
@@ -160,7 +159,7 @@ class AsyncS3MemoryTool(BetaAsyncAbstractMemoryTool):
     def __init__(
         self,
         *,
-        memory: EncryptedMemory | MountedMemory | None = None,
+        memory: Memory | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         **options: Unpack[MemoryOptions],
     ) -> None:

@@ -77,6 +77,7 @@ from strands.tools import PythonAgentTool
 from strands.types.tools import AgentTool, ToolResult, ToolSpec, ToolUse
 
 from .._core.memory import EncryptedMemory
+from .._core.mounts import MountedMemory
 from .._errors import ConfigurationError, PathExistsError, S3MemoryError, unexpected_error_text
 from .._factory import MemoryOptions, memory_from
 from .._paths import ROOT, parse_path
@@ -209,7 +210,7 @@ class S3MemoryStore(MemoryStore):
             raise ConfigurationError(f"S3MemoryStore: directory: {error}") from None
         if parsed.is_root:
             raise ConfigurationError("S3MemoryStore: directory must be below /memories, not /memories itself")
-        if defaulted and not isinstance(self.memory, EncryptedMemory) and self.memory.route(directory)[0] is not None:
+        if defaulted and isinstance(self.memory, MountedMemory) and self.memory.route(directory)[0] is not None:
             # The user's personal facts would go to a store others mount: only if asked for.
             raise ConfigurationError(
                 f"S3MemoryStore: {parsed.display} is a mounted store, shared with its other users; "
@@ -218,12 +219,14 @@ class S3MemoryStore(MemoryStore):
         return parsed.display
 
     def _writable_at(self, directory: str) -> bool:
-        if isinstance(self.memory, EncryptedMemory):
-            root = parse_path(self.memory.files.shown_root)
-            if not parse_path(directory).is_within(root):
-                raise ConfigurationError(f"S3MemoryStore: directory {directory} is not in the memory at {root.display}")
-            return not self.memory.read_only
-        return not self.memory.route(directory)[1].read_only
+        if isinstance(self.memory, MountedMemory):
+            return not self.memory.route(directory)[1].read_only
+        if not isinstance(self.memory, EncryptedMemory):  # another Memory: its own rules decide
+            return True
+        root = parse_path(self.memory.files.shown_root)
+        if not parse_path(directory).is_within(root):
+            raise ConfigurationError(f"S3MemoryStore: directory {directory} is not in the memory at {root.display}")
+        return not self.memory.read_only
 
     # -- MemoryStore ----------------------------------------------------------------------------
     async def search(self, query: str, options: SearchOptions | None = None) -> list[MemoryEntry]:

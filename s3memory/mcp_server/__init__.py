@@ -67,8 +67,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from .._config import Settings
-from .._core.memory import COMMANDS, EncryptedMemory
-from .._core.mounts import MountedMemory
+from .._core.memory import COMMANDS
+from .._core.protocol import Memory
 from .._errors import ConfigurationError, InvalidCommandError, answer_for_model
 from .._history.text import history_text as _history_text
 from .._history.text import iso_time as iso_time  # the tests and the CLI's JSON read times so
@@ -129,9 +129,7 @@ def _require_mcp() -> None:
         raise ConfigurationError(MISSING_MCP) from exc
 
 
-def _answer(
-    memory: Callable[[], EncryptedMemory | MountedMemory], command: Callable[[EncryptedMemory | MountedMemory], str]
-) -> "CallToolResult":
+def _answer(memory: Callable[[], Memory], command: Callable[[Memory], str]) -> "CallToolResult":
     """Run one command (in a worker thread); its string, or its error as an ``isError`` result.
 
     The result is built here rather than left to ``MCPServer``, which would prefix an error
@@ -149,12 +147,12 @@ class _Once:
     A failure is not remembered: the next call tries again (after the user fixed a setting).
     """
 
-    def __init__(self, open_memory: Callable[[], EncryptedMemory | MountedMemory]) -> None:
+    def __init__(self, open_memory: Callable[[], Memory]) -> None:
         self._open = open_memory
-        self._memory: EncryptedMemory | MountedMemory | None = None
+        self._memory: Memory | None = None
         self._lock = threading.Lock()
 
-    def __call__(self) -> EncryptedMemory | MountedMemory:
+    def __call__(self) -> Memory:
         with self._lock:
             if self._memory is None:
                 self._memory = self._open()
@@ -162,7 +160,7 @@ class _Once:
 
 
 # -- history, as text: the pure parts are _history.text ------------------------------------------
-def _version_text(memory: EncryptedMemory | MountedMemory, path: str, version: str) -> str:
+def _version_text(memory: Memory, path: str, version: str) -> str:
     text = memory.read_version(path, version)
     limit = memory.limits.max_view_chars
     head = f"Here's version {_one_line(version)} of {_one_line(path)}"
@@ -174,7 +172,7 @@ def _version_text(memory: EncryptedMemory | MountedMemory, path: str, version: s
     )
 
 
-def _log_text(memory: EncryptedMemory | MountedMemory, path_prefix: str, limit: int, **filters: Any) -> str:
+def _log_text(memory: Memory, path_prefix: str, limit: int, **filters: Any) -> str:
     if not 1 <= limit <= MAX_LOG_LIMIT:
         raise InvalidCommandError(f"Error: limit must be between 1 and {MAX_LOG_LIMIT}, not {limit}")
     for name in ("since", "until"):
@@ -257,9 +255,7 @@ def allow_restore_from_environment(environ: Mapping[str, str] | None = None) -> 
     return value.lower() in ("1", "true", "yes")
 
 
-def build_server(
-    open_memory: Callable[[], EncryptedMemory | MountedMemory], *, allow_restore: bool = False
-) -> "MCPServer[Any]":
+def build_server(open_memory: Callable[[], Memory], *, allow_restore: bool = False) -> "MCPServer[Any]":
     """An MCP server with the six memory tools over the memory ``open_memory()`` returns, and the
     read-only history tools (``memory_restore`` too with ``allow_restore``).
 
@@ -316,7 +312,7 @@ def build_server(
         log_level="WARNING",  # INFO would log each refused command, with the model's text, on stderr
     )
 
-    async def run(command: Callable[[EncryptedMemory | MountedMemory], str]) -> CallToolResult:
+    async def run(command: Callable[[Memory], str]) -> CallToolResult:
         return await anyio.to_thread.run_sync(functools.partial(_answer, memory, command))
 
     # Annotations evaluated here, at definition (this module has no `from __future__ import
@@ -532,9 +528,9 @@ def serve_stdio(
             allow_restore = allow_restore_from_environment()
         except ConfigurationError as error:
             allow_restore, configuration_error = False, configuration_error or error
-    opened: list[EncryptedMemory | MountedMemory] = []
+    opened: list[Memory] = []
 
-    def open_memory() -> EncryptedMemory | MountedMemory:
+    def open_memory() -> Memory:
         if configuration_error is not None or settings is None:
             raise configuration_error or ConfigurationError("no settings")
         memory = settings.open_tree(actor="mcp")
