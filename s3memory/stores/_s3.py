@@ -77,6 +77,40 @@ def _written(client: Any) -> dict[str, bool]:
         return {}
 
 
+class _BucketVersioning:
+    """What an :class:`S3Store` knows of its bucket's versioning (see the module docstring):
+    the latest write's answer, else ``GetBucketVersioning`` (``ask``), asked once, only before
+    the store's first write."""
+
+    def __init__(self, client: Any, bucket: str, ask: Callable[[], Mapping[str, Any]]) -> None:
+        self._client, self._bucket, self._ask = client, bucket, ask
+        self._status: str | None = None  # GetBucketVersioning's status, once asked
+        # Whether the latest write's answer said the bucket keeps versions (None: no write yet).
+        self._written: bool | None = _written(client).get(bucket)
+
+    def keeps_versions(self) -> bool:
+        if self._written is not None:
+            return self._written
+        return self.status() == "Enabled"
+
+    def learn(self, response: Mapping[str, Any]) -> None:
+        """Remember what a write's answer says of the bucket's versioning."""
+        versioned = _answered_versioned(response)
+        self._written = versioned
+        _written(self._client)[self._bucket] = versioned
+        if versioned:
+            self._status = "Enabled"
+        elif self._status == "Enabled":
+            self._status = "Suspended"  # it kept versions: it may still hold some
+
+    def status(self) -> str:
+        """``Enabled``, ``Suspended``, or ``""`` for a bucket whose versioning was never
+        enabled (asked once, unless a write's answer told first)."""
+        if self._status is None:
+            self._status = "Enabled" if self._written else str(self._ask().get("Status") or "")
+        return self._status
+
+
 def _error_of(exc: object) -> tuple[str, object]:
     """The error code and HTTP status of a botocore ``ClientError`` (``("", None)`` otherwise)."""
     response = getattr(exc, "response", None) or {}
@@ -135,9 +169,7 @@ class S3Store(ObjectStore):
             raise ConfigurationError("bucket must be a non-empty string")
         self.bucket = bucket
         self.client = client if client is not None else default_s3_client()
-        self._versioning: str | None = None  # GetBucketVersioning's status, once asked
-        # Whether the latest write's answer said the bucket keeps versions (None: no write yet).
-        self._written_versioned: bool | None = _written(self.client).get(bucket)
+        self._versioning = _BucketVersioning(self.client, bucket, lambda: self._call("get_bucket_versioning"))
 
     @property
     def identity(self) -> str:
@@ -235,7 +267,7 @@ class S3Store(ObjectStore):
             if if_match is not None and isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
                 raise PreconditionFailedError("Error: the object changed concurrently") from exc
             raise
-        self._learn_versioning(response)
+        self._versioning.learn(response)
         return str(response["ETag"])
 
     def copy(
@@ -263,7 +295,7 @@ class S3Store(ObjectStore):
             if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
                 raise PreconditionFailedError("Error: the source object is gone") from exc
             raise
-        self._learn_versioning(response)
+        self._versioning.learn(response)
         return str(response.get("CopyObjectResult", {}).get("ETag", ""))
 
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
@@ -369,29 +401,7 @@ class S3Store(ObjectStore):
         (a ``VersionId``), else as ``GetBucketVersioning`` says (asked once per store, only
         before its first write; ``Suspended`` or never enabled is False). Needs
         ``s3:GetBucketVersioning`` until a write has answered."""
-        if self._written_versioned is not None:
-            return self._written_versioned
-        return self._versioning_status() == "Enabled"
-
-    def _learn_versioning(self, response: Mapping[str, Any]) -> None:
-        """Remember what a write's answer says of the bucket's versioning (see the module)."""
-        versioned = _answered_versioned(response)
-        self._written_versioned = versioned
-        _written(self.client)[self.bucket] = versioned
-        if versioned:
-            self._versioning = "Enabled"
-        elif self._versioning == "Enabled":
-            self._versioning = "Suspended"  # it kept versions: it may still hold some
-
-    def _versioning_status(self) -> str:
-        """``Enabled``, ``Suspended``, or ``""`` for a bucket whose versioning was never
-        enabled (asked once per store, unless a write's answer told first)."""
-        if self._versioning is None:
-            if self._written_versioned:
-                self._versioning = "Enabled"
-            else:
-                self._versioning = str(self._call("get_bucket_versioning").get("Status") or "")
-        return self._versioning
+        return self._versioning.keeps_versions()
 
     def list_versions(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectVersion]:
         """``ListObjectVersions`` under ``prefix``, page by page (``KeyMarker`` and
@@ -484,7 +494,7 @@ class S3Store(ObjectStore):
         the current object, read with ``GetObject``."""
         if not isinstance(version_id, str) or not version_id:
             return None  # an empty VersionId would read the current version
-        if not self._versioning_status():  # a bucket never versioned: "null" is the current object
+        if not self._versioning.status():  # a bucket never versioned: "null" is the current object
             return self.get(key, max_bytes=max_bytes) if version_id == NULL_VERSION else None
         try:
             response = self._call("get_object", Key=key, VersionId=version_id)
@@ -498,7 +508,7 @@ class S3Store(ObjectStore):
         """``HeadObject`` with ``VersionId`` (as :meth:`get_version`)."""
         if not isinstance(version_id, str) or not version_id:
             return None
-        if not self._versioning_status():
+        if not self._versioning.status():
             return self.head(key) if version_id == NULL_VERSION else None
         try:
             response = self._call("head_object", Key=key, VersionId=version_id)
@@ -514,7 +524,7 @@ class S3Store(ObjectStore):
         :meth:`get_version`), ``null`` is the current object, deleted with ``DeleteObjects``."""
         if not isinstance(version_id, str) or not version_id:
             return  # without a VersionId, DeleteObject would add a delete marker
-        if not self._versioning_status():  # a bucket never versioned: "null" is the current object
+        if not self._versioning.status():  # a bucket never versioned: "null" is the current object
             if version_id == NULL_VERSION:
                 self.delete([key])
             return  # and it has no other version (moto would delete "null" for any id)
