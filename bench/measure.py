@@ -93,10 +93,10 @@ def counting_fsyncs() -> Iterator[FsyncCounter]:
     counter = FsyncCounter()
     patched: list[tuple[Any, str, Any]] = [(os, "fsync", None), (os, "fdatasync", None)]
     try:
-        from s3memory.stores import _localfs
+        from s3memory.stores._localdir import batch as _localbatch
 
-        if hasattr(_localfs, "_syncfs"):  # private, and may change: counted while it exists
-            patched.append((_localfs, "_syncfs", None))
+        if hasattr(_localbatch, "_syncfs"):  # private, and may change: counted while it exists
+            patched.append((_localbatch, "_syncfs", None))
     except ImportError:
         pass
     patched = [(module, name, getattr(module, name)) for module, name, _ in patched if hasattr(module, name)]

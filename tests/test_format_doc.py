@@ -985,7 +985,7 @@ def test_every_format_version_the_code_knows_is_in_the_document() -> None:
     from s3memory._crypto import provenance as _provenance
     from s3memory._history import records as _records
     from s3memory._search import index as _index
-    from s3memory.stores import _localfs
+    from s3memory.stores._localdir import format as _localformat
 
     table = {
         "Key document": _keydocs.KEY_DOCUMENT_VERSIONS,
@@ -1005,7 +1005,7 @@ def test_every_format_version_the_code_knows_is_in_the_document() -> None:
         for version in versions:
             assert re.search(rf"\b{version}\b", row), (label, version, row)
     assert named(_keydocs.KEY_DOCUMENT_VERSION) and named(_keydocs.KEPT_KEYS_VERSION)
-    for magic in (_localfs._MAGIC_V1, _localfs._MAGIC_V2):
+    for magic in (_localformat._MAGIC_V1, _localformat._MAGIC_V2):
         assert f'"S3MO" 0{magic[4]}' in DOCUMENT and f"`S3MO\\x0{magic[4]}`" in DOCUMENT
 
 

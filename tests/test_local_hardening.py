@@ -47,7 +47,9 @@ from s3memory import (
     StorageError,
 )
 from s3memory._config import load_or_create_master_key
-from s3memory.stores import ObjectVersion, _localdir
+from s3memory.stores import ObjectVersion
+from s3memory.stores._localdir import names as _localnames
+from s3memory.stores._localdir import store as _localstore
 
 META = {"x-amz-c": "115", "x-amz-w": "02"}
 BODY = b"\x00body\xff"
@@ -137,7 +139,7 @@ def test_a_root_loosened_or_replaced_after_opening_is_refused(tmp_path: Path) ->
 def test_keys_no_file_can_hold_are_refused_and_listed_as_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folding: bool
 ) -> None:
-    monkeypatch.setattr(_localdir, "probe_case_sensitive", lambda fd: not folding)
+    monkeypatch.setattr(_localstore, "probe_case_sensitive", lambda fd: not folding)
     store = LocalDirStore(tmp_path / "store")
     store.put("t/a", b"x", {})
     for key in ["t/\udcff", "t/" + "x" * 1100, ".keys", "t/a/", "t\x00"]:
@@ -404,7 +406,7 @@ def test_planted_files_do_not_break_a_memory(tmp_path: Path) -> None:
 def test_the_probe_reports_this_file_system_honestly(tmp_path: Path) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        assert _localdir.probe_case_sensitive(fd) is True  # Linux, ext4/tmpfs/overlay: case-sensitive
+        assert _localnames.probe_case_sensitive(fd) is True  # Linux, ext4/tmpfs/overlay: case-sensitive
     finally:
         os.close(fd)
     assert os.listdir(tmp_path) == []  # the probe cleans up after itself
@@ -416,7 +418,7 @@ def test_the_probe_reports_this_file_system_honestly(tmp_path: Path) -> None:
 @pytest.fixture
 def case_insensitive(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the probe answers on macOS and Windows defaults (CI runs on Linux)."""
-    monkeypatch.setattr(_localdir, "probe_case_sensitive", lambda fd: False)
+    monkeypatch.setattr(_localstore, "probe_case_sensitive", lambda fd: False)
 
 
 FOLDING_KEYS = [
@@ -460,9 +462,9 @@ def test_keys_never_fold_together_on_a_case_insensitive_root(tmp_path: Path, cas
 
 
 def test_the_key_encoding_is_kept_when_reopened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_localdir, "probe_case_sensitive", lambda fd: False)
+    monkeypatch.setattr(_localstore, "probe_case_sensitive", lambda fd: False)
     LocalDirStore(tmp_path / "store").put("Alice/x", b"1", {})
-    monkeypatch.setattr(_localdir, "probe_case_sensitive", lambda fd: True)  # moved to Linux
+    monkeypatch.setattr(_localstore, "probe_case_sensitive", lambda fd: True)  # moved to Linux
     store = LocalDirStore(tmp_path / "store")
     got = store.get("Alice/x")
     assert got is not None and got.body == b"1" and [i.key for i in store.list("")] == ["Alice/x"]
@@ -485,7 +487,7 @@ def test_a_plain_store_on_a_case_insensitive_root_refuses_folding_keys(
     """A store written with plain names (by an earlier version, say on macOS) keeps them,
     and refuses a key whose segment folds onto a different stored name."""
     LocalDirStore(tmp_path / "store").put("alice/memories/Notes.md", b"alice's", {})
-    monkeypatch.setattr(_localdir, "probe_case_sensitive", lambda fd: False)
+    monkeypatch.setattr(_localstore, "probe_case_sensitive", lambda fd: False)
     store = LocalDirStore(tmp_path / "store")
     assert not (store.root / ".keys").exists()
     got = store.get("alice/memories/Notes.md")
@@ -507,8 +509,8 @@ def test_escaping_is_reversible_and_fold_stable(segment: str) -> None:
         segment.encode()
     except UnicodeEncodeError:
         return
-    escaped = _localdir._escape(segment)
-    assert _localdir._unescape(escaped) == segment
+    escaped = _localnames._escape(segment)
+    assert _localnames._unescape(escaped) == segment
     assert escaped == _fold(escaped) == unicodedata.normalize("NFC", escaped) and escaped.isascii()
 
 
@@ -734,7 +736,7 @@ def test_fuzz_planted_trees_and_operations(
 ) -> None:
     with (
         tempfile.TemporaryDirectory() as scratch,
-        mock.patch.object(_localdir, "probe_case_sensitive", lambda fd: not folding),
+        mock.patch.object(_localstore, "probe_case_sensitive", lambda fd: not folding),
     ):
         top = Path(scratch)
         outside = top / "outside"
@@ -1031,9 +1033,9 @@ def test_a_reader_sees_the_old_object_or_the_new_one_while_it_is_replaced(store:
 
 
 def test_stamps_keep_increasing_whatever_the_clock_says(store: LocalDirStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3memory.stores import _localfs
+    from s3memory.stores._localdir import format as _localformat
 
-    monkeypatch.setattr(_localfs.time, "time_ns", lambda: 1_000_000_000)  # a clock stuck in 1970
+    monkeypatch.setattr(_localformat.time, "time_ns", lambda: 1_000_000_000)  # a clock stuck in 1970
     for i in range(4):
         store.put("t/a", b"same", {})
         if i == 1:
@@ -1210,7 +1212,7 @@ def test_a_plain_store_on_a_case_insensitive_root_refuses_a_key_folding_onto_a_h
     store = LocalDirStore(tmp_path / "store")
     store.put("t/Notes", b"1", {})
     store.delete(["t/Notes"])  # only its history is left
-    monkeypatch.setattr(_localdir, "probe_case_sensitive", lambda fd: False)
+    monkeypatch.setattr(_localstore, "probe_case_sensitive", lambda fd: False)
     store = LocalDirStore(tmp_path / "store")
     with pytest.raises(StorageError, match="only in case"):
         store.put("t/notes", b"2", {})

@@ -29,13 +29,14 @@ import pytest
 
 from s3memory import InMemoryStore, KeyCache, LocalDirStore, PreconditionFailedError, open_memory, parse_path
 from s3memory._roundtrip import RoundTrip
-from s3memory.stores import ObjectStore, S3Store, _localfs
+from s3memory.stores import ObjectStore, S3Store
+from s3memory.stores._localdir import batch as _localbatch
 
 
 def _syncfs_here(store: LocalDirStore) -> bool:
     fd = os.open(store.root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return _localfs._syncfs(fd)
+        return _localbatch._syncfs(fd)
     finally:
         os.close(fd)
 
@@ -115,10 +116,10 @@ class Syncs:
 
     def __init__(self) -> None:
         self.n = 0
-        self._real_fsync, self._real_syncfs = os.fsync, _localfs._syncfs
+        self._real_fsync, self._real_syncfs = os.fsync, _localbatch._syncfs
         self._patches = [
             mock.patch.object(os, "fsync", self._fsync),
-            mock.patch.object(_localfs, "_syncfs", self._syncfs),
+            mock.patch.object(_localbatch, "_syncfs", self._syncfs),
         ]
 
     def _fsync(self, fd: int) -> None:

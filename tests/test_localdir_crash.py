@@ -8,7 +8,7 @@ runs through, the parent reopens the store and checks that each key is as before
 after (never missing, never corrupt) and that its versions list consistently and read.
 
 This tests atomicity at every step. Durability across a power cut (which fsyncs make an
-acknowledged write survive) is argued in ``s3memory.stores._localdir``'s docstring.
+acknowledged write survive) is argued in ``s3memory.stores._localdir.batch``'s docstring.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from s3memory import LocalDirStore
 CHILD = textwrap.dedent(
     """
     import os, sys
-    from s3memory.stores import LocalDirStore, _localfs
+    from s3memory.stores import LocalDirStore
+    from s3memory.stores._localdir import batch as _localbatch
 
     root, operation, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = LocalDirStore(root)
@@ -43,7 +44,7 @@ CHILD = textwrap.dedent(
 
     for name in ("replace", "rename", "link", "unlink", "mkdir", "rmdir", "utime", "fsync"):
         setattr(os, name, dying(getattr(os, name)))
-    _localfs._syncfs = dying(_localfs._syncfs)
+    _localbatch._syncfs = dying(_localbatch._syncfs)
     exec(operation)
     os._exit(0)
     """

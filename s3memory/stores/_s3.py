@@ -9,10 +9,6 @@ request of its own; ``GetBucketVersioning`` is asked only by a store that has no
 (once). What a write answered is also remembered with the S3 client it went through (not
 process-wide), so that a store made per request on a long-lived client (a Lambda function)
 does not ask again.
-
-Over 400 lines because :class:`S3Store` is one class, kept whole: its verbs share the
-client, the error mapping and the reading of S3's answers (a 403 that means missing, a
-version that is a delete marker), which are read together.
 """
 
 from __future__ import annotations

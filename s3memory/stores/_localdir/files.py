@@ -1,0 +1,128 @@
+"""The local store's files and directories as it opens, makes and removes them.
+
+Other local users and planted files are distrusted:
+
+- the root must be a directory owned by the current user and not writable by group or
+  others (``ConfigurationError``), checked again by every batch (a call outside one is a
+  batch of its own);
+- every name below the root is opened relative to its parent's descriptor with
+  ``O_NOFOLLOW``: a symbolic link, FIFO or device there is not an object (missing for
+  ``get``/``head``, skipped by ``list``, left alone by ``delete``/``purge``) and is never
+  followed, written through or deleted through; the same holds in the version area (a
+  link at ``.versions`` itself is refused by writers and read as no history);
+- a file that is not a well-formed object is corrupt (``format`` says how each call
+  treats one).
+
+This module holds the open flags, the check on a directory (:func:`unsafe_directory`)
+and the steps on one name that every other module takes: open a regular file, write one,
+clear an empty directory out of a key's way, remove the directories a removal left empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from ..._errors import S3MemoryError, StorageError
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a planted FIFO must not hang; it changes nothing for regular files.
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+NOT_A_DIRECTORY = (errno.ENOTDIR, errno.ELOOP)  # a file or a symbolic link in the way
+NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV)
+
+
+def unsafe_directory(st: os.stat_result, path: Path | str) -> str | None:
+    """Why a directory may not hold the store (others could plant or swap files), or None."""
+    if st.st_uid != os.geteuid():
+        return f"the local store directory {path} is owned by another user (uid {st.st_uid}); use a directory you own"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"the local store directory {path} is writable by other users; run: chmod go-w {path}"
+    return None
+
+
+@contextlib.contextmanager
+def mapped(action: str) -> Iterator[None]:
+    """OS errors as StorageError (s3memory's own errors pass unchanged)."""
+    try:
+        yield
+    except S3MemoryError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"Error: the local store could not {action}: {exc.strerror or exc}") from exc
+
+
+def close_all(fds: Iterable[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def make_private_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents, each 0700."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def open_file(parent: int, name: str) -> tuple[int, os.stat_result] | None:
+    """The regular file ``name`` in ``parent``, opened without following a link; None
+    for anything else (absent, a symbolic link, a directory, a FIFO...)."""
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EISDIR):
+            return None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def is_file(parent: int, name: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def clear_the_way(parent: int, name: str) -> bool:
+    """Remove an empty directory at ``name`` (left behind, not an object); refuse a full one.
+    Whether one was removed."""
+    try:
+        if stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+            os.rmdir(name, dir_fd=parent)
+            return True
+    except FileNotFoundError:
+        pass
+    except OSError:
+        raise StorageError("Error: a directory is in the way of this key in the local store") from None
+    return False
+
+
+def prune_dirs(parents: Sequence[int], names: Sequence[str]) -> int:
+    """Remove the directories of ``names[:-1]`` left empty, deepest first; ``parents[i]``
+    is the descriptor of the directory holding ``names[i]``. The number of names kept
+    (``names[i]`` for ``i`` from it on were removed; ``len(names) - 1``: none)."""
+    for i in range(len(names) - 2, -1, -1):
+        try:
+            os.rmdir(names[i], dir_fd=parents[i])
+        except OSError:
+            return i + 1
+    return 0
