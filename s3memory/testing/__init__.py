@@ -82,7 +82,17 @@ if TYPE_CHECKING:
 # The contract's asserts are rewritten as this plugin's are (``-p s3memory.testing`` marks
 # only this module for pytest's assertion rewriting): registered before the import.
 pytest.register_assert_rewrite("s3memory.testing.store_contract")
-from .store_contract import STORE_CAPABILITIES, ObjectStoreContract  # noqa: E402
+from .store_contract import (  # noqa: E402
+    STORE_CAPABILITIES,
+    ObjectStoreContract,
+    StoreContractBase,
+    StoreCopyContract,
+    StoreDeleteContract,
+    StoreListContract,
+    StorePreconditionsContract,
+    StoreReadWriteContract,
+    StoreVersionsContract,
+)
 
 __all__ = [
     "STORE_CAPABILITIES",
@@ -91,6 +101,13 @@ __all__ = [
     "TEST_REGION",
     "MockBucket",
     "ObjectStoreContract",
+    "StoreContractBase",
+    "StoreCopyContract",
+    "StoreDeleteContract",
+    "StoreListContract",
+    "StorePreconditionsContract",
+    "StoreReadWriteContract",
+    "StoreVersionsContract",
     "make_moto_requests_atomic",
     "use_fake_aws_credentials",
 ]
