@@ -32,7 +32,8 @@ from ._admin.policy import (
 from ._aws.clients import tune_session
 from ._config import Settings
 from ._core.access import AccessLog
-from ._core.memory import EncryptedMemory, FileEntry, Limits
+from ._core.limits import Limits
+from ._core.memory import EncryptedMemory, FileEntry
 from ._core.mountprompt import memory_stores_prompt
 from ._core.mounts import Mount, MountedMemory
 from ._core.protocol import Memory

@@ -140,7 +140,7 @@ class MemoryPath:
         return self.display
 
 
-def _shown(path: str) -> str:
+def echoed_path(path: str) -> str:
     """A refused path as echoed back: as given, like the reference, when every character
     is printable; else its ``repr()``, so that control, invisible and bidi characters show
     as inert escapes (and the quotes say that it was escaped). A path longer than any valid
@@ -153,20 +153,20 @@ def _shown(path: str) -> str:
 
 
 def refuse_path(path: str, why: str) -> InvalidPathError:
-    return InvalidPathError(f"Error: Invalid path {_shown(path)}: {why}")
+    return InvalidPathError(f"Error: Invalid path {echoed_path(path)}: {why}")
 
 
 def _outside(path: str) -> InvalidPathError:
     # The reference's words (BetaLocalFilesystemMemoryTool), then which rule was broken.
     return InvalidPathError(
-        f"Path must start with /memories, got: {_shown(path)} (a path is /memories or starts with /memories/)"
+        f"Path must start with /memories, got: {echoed_path(path)} (a path is /memories or starts with /memories/)"
     )
 
 
 def _escapes(path: str, how: str = "") -> InvalidPathError:
     # The reference's words, then which rule was broken.
     return InvalidPathError(
-        f"Path {_shown(path)} would escape /memories directory: "
+        f"Path {echoed_path(path)} would escape /memories directory: "
         f"'..' segments (directory traversal) are not allowed{how}"
     )
 

@@ -40,9 +40,6 @@ which a context variable does not pass by itself; :func:`fork` binds each call o
 to a lane of the command's count in a copy of the context (which carries the current span
 too, so an instrumented botocore's spans nest under the command's). ``S3Store`` counts its
 requests: KMS calls are not counted, nor retries of awscrt (the ``fast`` extra), unseen.
-
-Over 400 lines, kept whole: the spans, the counting their attributes report and the store
-id are what must never leak a path or a user id, and are reviewed together.
 """
 
 from __future__ import annotations

@@ -17,12 +17,19 @@ forbidden import in the graph and sees the rule catch it. From the bottom up:
 - nothing below the faces (``cli``, ``mcp_server``, ``integrations``, ``testing``, the package
   face) imports a face, or ``_admin``;
 - no two rooms import each other, and no two modules either, even lazily or for type
-  checking only.
+  checking only;
+- no module reaches into another's private names (an underscore name imported, or read
+  as an attribute of an object the module does not define it for), except the third-party
+  internals listed in ``FOREIGN_REACHES`` with the reason for each;
+- the house stays small enough to read: at most 28 rooms on 12 floors, at most 12 private
+  modules at the root, no class over 400 lines and no module over 900 (the pattern tables
+  excepted: they are data).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Collection
 from pathlib import Path
 
@@ -32,7 +39,9 @@ import s3memory
 
 PACKAGE = Path(s3memory.__file__).parent
 
-VOCABULARY = frozenset({"_errors", "_telemetry", "_paths", "_identity", "_layout", "_render", "_roundtrip"})
+VOCABULARY = frozenset(
+    {"_errors", "_telemetry", "_paths", "_identity", "_layout", "_render", "_roundtrip", "_tool_words"}
+)
 FACES = frozenset({"s3memory", "__main__", "cli", "mcp_server", "integrations", "testing"})
 #: Each room listed, and what it may import besides itself.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -46,18 +55,46 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 
+#: Modules that are data, not code: tables of patterns, exempt from the size rule.
+DATA_TABLES = frozenset({"s3memory._screening.instruction_patterns", "s3memory._screening.secret_patterns"})
+#: Private names of other libraries read on purpose: (module, name) -> why.
+FOREIGN_REACHES: dict[tuple[str, str], str] = {
+    ("s3memory._aws.crt", "_emitter"): "botocore offers no public way to list a client's event handlers",
+    ("s3memory._aws.crt", "_handlers"): "botocore offers no public way to list a client's event handlers",
+    ("s3memory.mcp_server", "_lowlevel_server"): "the MCP SDK's server exposes its low-level server only so",
+    ("s3memory.integrations.deepagents", "_route_for_path"): "routes as deepagents' CompositeBackend does",
+    ("s3memory.integrations.deepagents", "_get_backend_read_file_type"): "reads a file's type as deepagents does",
+}
+
+
+def sources() -> dict[str, str]:
+    """Each module of the package by name, and its source."""
+    return dict(_read_sources())
+
+
+@functools.cache
+def _read_sources() -> tuple[tuple[str, str], ...]:
+    found = {}
+    for file in PACKAGE.rglob("*.py"):
+        parts = file.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = file.read_text(encoding="utf-8")
+    return tuple(sorted(found.items()))
+
+
 def import_graph() -> dict[str, set[str]]:
     """Each module of the package and the modules of the package it imports: at the top, in
     a function (lazily) or for type checking only, so that no cycle hides in any of them."""
-    modules = {}
-    for file in PACKAGE.rglob("*.py"):
-        parts = file.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        modules[name] = file
+    return {name: set(imported) for name, imported in _read_import_graph()}
+
+
+@functools.cache
+def _read_import_graph() -> tuple[tuple[str, frozenset[str]], ...]:
+    modules = dict(_read_sources())
+    packages = {name for name in modules if any(other.startswith(name + ".") for other in modules)}
     graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, file in modules.items():
-        package = name if file.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+    for name, source in modules.items():
+        package = name if name in packages or name == "s3memory" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
@@ -71,7 +108,7 @@ def import_graph() -> dict[str, set[str]]:
                         graph[name].add(imported)
             elif isinstance(node, ast.Import):
                 graph[name].update(a.name for a in node.names if a.name in modules and a.name != name)
-    return graph
+    return tuple((name, frozenset(imported)) for name, imported in sorted(graph.items()))
 
 
 def room(module: str) -> str:
@@ -131,6 +168,92 @@ def into_faces(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     )
 
 
+def floors(graph: dict[str, set[str]]) -> int:
+    """How many floors the rooms stand on: the longest chain of imports, counted in rooms."""
+    rooms = room_graph(graph)
+    height: dict[str, int] = {}
+
+    def of(node: str) -> int:
+        if node not in height:
+            height[node] = 1 + max((of(other) for other in rooms[node]), default=0)
+        return height[node]
+
+    return max(map(of, rooms))
+
+
+def oversized(modules: dict[str, str]) -> list[str]:
+    """Classes over 400 lines and modules over 900 (but the data tables), as ``module[:Class] (lines)``."""
+    found = []
+    for name, source in sorted(modules.items()):
+        if name not in DATA_TABLES and len(source.splitlines()) > 900:
+            found.append(f"{name} ({len(source.splitlines())})")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 400:
+                    found.append(f"{name}:{node.name} ({lines})")
+    return found
+
+
+def private_reaches(modules: dict[str, str]) -> list[tuple[str, str]]:
+    """(module, name) for each private name of another module that ``module`` uses: imported
+    from a module of the package, or read as an attribute of something other than ``self``
+    or ``cls`` when the module itself defines no such name (method, attribute or function)."""
+    found = set()
+    for name, source in modules.items():
+        tree = ast.parse(source)
+        own = (
+            {
+                node.name
+                for node in ast.walk(tree)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            }
+            | {
+                target.attr
+                for node in ast.walk(tree)
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(target, ast.Attribute)
+            }
+            | {
+                target.id
+                for node in ast.walk(tree)
+                if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(target, ast.Name)
+            }
+        )
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if _private(alias.name) and not _a_module(modules, name, node, alias.name):
+                        found.add((name, alias.name))
+            elif isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own:
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    found.add((name, node.attr))
+    return sorted(reach for reach in found if reach not in FOREIGN_REACHES)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _a_module(modules: dict[str, str], importer: str, node: ast.ImportFrom, name: str) -> bool:
+    """Whether ``from ... import name`` in ``importer`` imports a module (a room's private
+    module is imported by name, as ``from .. import _telemetry``)."""
+    if node.level:
+        package = importer if importer in _packages(modules) else importer.rsplit(".", 1)[0]
+        parts = package.split(".")
+        base = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    return f"{base}.{name}" in modules
+
+
+def _packages(modules: dict[str, str]) -> set[str]:
+    return {name for name in modules if any(other.startswith(name + ".") for other in modules)}
+
+
 # -- the rules -------------------------------------------------------------------------------
 def test_every_room_named_in_the_rules_exists() -> None:
     assert set(MAY_IMPORT) <= set(room_graph(import_graph()))
@@ -156,7 +279,65 @@ def test_the_package_has_no_import_cycle() -> None:
     assert first_cycle(graph) is None
 
 
+def test_no_module_reaches_into_another_modules_private_names() -> None:
+    assert private_reaches(sources()) == []
+
+
+def test_the_house_has_at_most_28_rooms_on_12_floors() -> None:
+    graph = import_graph()
+    assert len(room_graph(graph)) <= 28
+    assert floors(graph) <= 12
+
+
+def test_at_most_12_private_modules_at_the_root() -> None:
+    root = sorted(file.stem for file in PACKAGE.glob("_*.py") if not file.stem.startswith("__"))
+    assert len(root) <= 12, root
+
+
+def test_no_class_over_400_lines_and_no_module_over_900() -> None:
+    assert oversized(sources()) == []
+
+
 # -- each rule can fail ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("source", "reach"),
+    [
+        ("from .._core.memory import _not_a_public_name\n", "_not_a_public_name"),
+        ("def f(memory):\n    return memory._writable('x', 'y')\n", "_writable"),
+        ("from s3memory._crypto.keyfile import _hidden\n", "_hidden"),
+    ],
+)
+def test_the_private_reach_check_catches_a_reach(source: str, reach: str) -> None:
+    modules = sources()
+    modules["s3memory._admin.planted"] = source
+    found = [r for r in private_reaches(modules) if r[0] == "s3memory._admin.planted"]
+    assert found == [("s3memory._admin.planted", reach)]
+
+
+def test_the_private_reach_check_allows_own_names_and_room_modules() -> None:
+    planted = (
+        "from .. import _telemetry\n"  # a module, by name
+        "class A:\n    def _own(self):\n        return self._x\n"
+        "def f(a):\n    return a._own()\n"  # a name this module defines
+    )
+    modules = sources()
+    modules["s3memory._admin.planted"] = planted
+    assert [r for r in private_reaches(modules) if r[0] == "s3memory._admin.planted"] == []
+
+
+def test_the_size_check_catches_a_long_class_and_a_long_module() -> None:
+    long_class = "class Big:\n" + "    x = 1\n" * 400
+    long_module = "x = 1\n" * 901
+    assert oversized({"s3memory.big": long_class}) == ["s3memory.big:Big (401)"]
+    assert oversized({"s3memory.long": long_module}) == ["s3memory.long (901)"]
+    assert oversized({"s3memory._screening.instruction_patterns": long_module}) == []
+
+
+def test_the_floor_count_counts_the_longest_chain() -> None:
+    graph = {"s3memory.a": {"s3memory.b"}, "s3memory.b": {"s3memory.c"}, "s3memory.c": set(), "s3memory.d": set()}
+    assert floors(graph) == 3
+
+
 @pytest.mark.parametrize(
     ("importer", "imported"),
     [

@@ -163,7 +163,7 @@ def test_redaction_deletes_the_content_for_good_and_keeps_who_and_when(
         "(/memories/a.md), 0 held writes and 0 versions of the search index"
     )
     # The ciphertext is gone from the store: no version of the key holds it any more.
-    key = memory.layout.key_for(memory._parse("/memories/a.md"))
+    key = memory.layout.key_for(memory.gate.parse("/memories/a.md"))
     assert leaked.version not in [v.version_id for v in memory.store.list_versions(key)]
     assert memory.store.get_version(key, leaked.version) is None
     entries = memory.history("/memories/a.md")
@@ -249,7 +249,7 @@ def test_the_actor_is_the_applications_and_is_checked() -> None:
 def test_provenance_is_sealed_not_readable_in_the_bucket(make_versioned: MakeVersioned) -> None:
     memory = make_versioned("inmemory", actor="session:secret-name")
     memory.create("/memories/a.md", "a\n")
-    key = memory.layout.key_for(memory._parse("/memories/a.md"))
+    key = memory.layout.key_for(memory.gate.parse("/memories/a.md"))
     head = memory.store.head(key)
     assert head is not None
     sealed = head.metadata[PROVENANCE_METADATA]
@@ -267,8 +267,8 @@ def test_forged_swapped_and_replayed_provenance_is_detected(make_versioned: Make
     memory.str_replace("/memories/a.md", "one", "two")
     memory.create("/memories/b.md", "other\n")
     store, layout = memory.store, memory.layout
-    key_a = layout.key_for(memory._parse("/memories/a.md"))
-    key_b = layout.key_for(memory._parse("/memories/b.md"))
+    key_a = layout.key_for(memory.gate.parse("/memories/a.md"))
+    key_b = layout.key_for(memory.gate.parse("/memories/b.md"))
     versions_a = [v.version_id for v in store.list_versions(key_a) if v.key == key_a]
     first = store.get_version(key_a, versions_a[-1])
     current_b = store.get(key_b)
@@ -452,7 +452,7 @@ def test_read_and_restore_on_a_store_without_versions_say_so() -> None:
 def test_a_deleted_file_put_back_by_a_bucket_writer_is_not_hidden(make_versioned: MakeVersioned) -> None:
     memory = make_versioned("inmemory", actor="alice")
     memory.create("/memories/a.md", "secret plan\n")
-    key = memory.layout.key_for(memory._parse("/memories/a.md"))
+    key = memory.layout.key_for(memory.gate.parse("/memories/a.md"))
     (old,) = [v for v in memory.store.list_versions(key) if not v.is_delete_marker]
     memory.delete("/memories/a.md")
     stored = memory.store.get_version(key, old.version_id)

@@ -232,7 +232,7 @@ def test_a_sha256_write_that_loses_after_its_read_is_not_retried(make_memory: Ma
     calls: list[str] = []
 
     def interfering_put(key: str, *args: Any, **kwargs: Any) -> str:
-        if key == memory.layout.key_for(memory._parse("/memories/doc.md")) and not calls:
+        if key == memory.layout.key_for(memory.gate.parse("/memories/doc.md")) and not calls:
             calls.append(key)
             other.write("/memories/doc.md", "sneaked in")  # between the read and the PUT
         return put(key, *args, **kwargs)
@@ -304,7 +304,7 @@ def test_moto_ignores_the_etag_of_a_delete_objects_entry(make_memory: MakeMemory
     """Why the test above skips moto: it deletes whatever the ETag (S3 refuses, 412)."""
     memory = make_memory("s3-tenant-local")
     MemoryAdmin(memory).write("/memories/a.md", "a")
-    key = memory.layout.key_for(memory._parse("/memories/a.md"))
+    key = memory.layout.key_for(memory.gate.parse("/memories/a.md"))
     try:
         memory.store.delete([key], if_match={key: '"0123456789abcdef0123456789abcdef"'})
     except PreconditionFailedError:  # pragma: no cover - a moto that checks it: run the test above on it too

@@ -310,19 +310,20 @@ def test_a_mounts_objects_never_open_as_another_mounts(seeded: tuple[Recording, 
     store, _, memory = seeded
     standards = memory.mounted["standards"][1]
     team = memory.mounted["team"][1]
-    source = standards.layout.key_for(standards._parse("/memories/standards/style.md"))
+    source = standards.layout.key_for(standards.gate.parse("/memories/standards/style.md"))
     planted = store.inner.get(source)
     assert planted is not None
     for target, path in [(team, "/memories/team/style.md"), (memory.own, "/memories/style.md")]:
-        key = target.layout.key_for(target._parse(path))
+        key = target.layout.key_for(target.gate.parse(path))
         store.inner.put(key, planted.body, planted.metadata)
         with pytest.raises((IntegrityError, ForeignObjectError)):
             memory.view(path)
     # and the other way round: the own file planted into the shared store
-    own_key = memory.own.layout.key_for(memory.own._parse("/memories/me.md"))
+    own_key = memory.own.layout.key_for(memory.own.gate.parse("/memories/me.md"))
     mine = store.inner.get(own_key)
     assert mine is not None
-    store.inner.put(standards.layout.key_for(standards._parse("/memories/standards/me.md")), mine.body, mine.metadata)
+    planted_key = standards.layout.key_for(standards.gate.parse("/memories/standards/me.md"))
+    store.inner.put(planted_key, mine.body, mine.metadata)
     with pytest.raises((IntegrityError, ForeignObjectError)):
         memory.view("/memories/standards/me.md")
 

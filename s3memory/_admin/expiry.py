@@ -59,7 +59,7 @@ def expire_memories(
     if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) or older_than_days < 0:
         raise ConfigurationError("older_than_days must be a non-negative number")
     if delete:
-        memory._writable("expire memories of", memory.files.shown_root)
+        memory.gate.writable("expire memories of", memory.files.shown_root)
     cutoff = (time.time() if now is None else now) - older_than_days * SECONDS_PER_DAY
     layout, store = memory.layout, memory.store
     markers_prefix = layout.access_markers_prefix

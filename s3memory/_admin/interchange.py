@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import InvalidPathError
-from .._paths import DEFAULT_MAX_PATH_BYTES, ROOT, MemoryPath, _shown, parse_path
+from .._paths import DEFAULT_MAX_PATH_BYTES, ROOT, MemoryPath, echoed_path, parse_path
 from .._render import never_raw
 
 __all__ = [
@@ -130,10 +130,12 @@ def memory_path(path: object, base: str = ROOT, *, max_path_bytes: int = DEFAULT
     if not isinstance(path, str):
         raise InvalidPathError('Error: "path" is not a string')
     if not path.startswith("/") or path.endswith("/"):
-        raise InvalidPathError(f"Error: Invalid path {_shown(path)}: a memory's path starts with '/' and names a file")
+        raise InvalidPathError(
+            f"Error: Invalid path {echoed_path(path)}: a memory's path starts with '/' and names a file"
+        )
     parsed = parse_path(base.rstrip("/") + path, max_path_bytes=max_path_bytes)
     if parsed.is_root:  # pragma: no cover - a path ending in "/" was refused above
-        raise InvalidPathError(f"Error: Invalid path {_shown(path)}: it names no file")
+        raise InvalidPathError(f"Error: Invalid path {echoed_path(path)}: it names no file")
     return parsed
 
 

@@ -384,7 +384,7 @@ def rotate_tenant_key(
         StorageError: the store failed part-way; every file is still readable, and running
             the rotation again finishes it.
     """
-    memory._writable("rotate the key of", memory.files.shown_root)
+    memory.gate.writable("rotate the key of", memory.files.shown_root)
     keyring = _tenant_keyring(memory, "rotate")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigurationError("workers must be a positive integer")
@@ -722,7 +722,7 @@ def expire_noncurrent_versions(
         StorageError: a request failed; what was deleted stays deleted, running it again
             finishes the job.
     """
-    memory._writable("expire versions of", memory.files.shown_root)
+    memory.gate.writable("expire versions of", memory.files.shown_root)
     days = _noncurrent_days(noncurrent_days)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigurationError("workers must be a positive integer")
@@ -779,7 +779,7 @@ def rewrap_tenant_key(memory: EncryptedMemory, new_master: MasterKey | bytes) ->
     the old one keep working until their cached keys expire, then fail with a clear error.
     Resumable: documents already under the new master key are left as they are.
     """
-    memory._writable("re-wrap the keys of", memory.files.shown_root)
+    memory.gate.writable("re-wrap the keys of", memory.files.shown_root)
     keyring = _tenant_keyring(memory, "re-wrap")
     new = LocalMasterKey(bytes(new_master)) if isinstance(new_master, (bytes, bytearray)) else new_master
     if not isinstance(new, MasterKey):
@@ -836,7 +836,7 @@ def erase_tenant(memory: EncryptedMemory) -> ErasureReport:
         StorageError: a request failed; the message says whether the keys are destroyed
             already (then nothing is readable any more) and that running again finishes.
     """
-    memory._writable("erase", memory.files.shown_root)
+    memory.gate.writable("erase", memory.files.shown_root)
     layout = memory.layout
     store = _CountingStore(memory.store)
     shredded = isinstance(memory.keyring, TenantKeyring)

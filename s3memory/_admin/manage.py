@@ -21,9 +21,6 @@ Preconditions are compare-and-swap on the store, never a read followed by a blin
 Content hashes in :meth:`MemoryAdmin.list` come from the sealed search index (``_index``),
 which holds each file's text: at most 3 round trips warm, one when nothing changed. No
 hash is ever stored in clear beside a file (it would confirm a guessed content).
-
-The module is longer than 400 lines by its docstrings (the Raises sections of the public
-methods, which application code reads); kept whole, one class and its private steps.
 """
 
 from __future__ import annotations
@@ -39,6 +36,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from .. import _telemetry
+from .._core import writes
 from .._core.memory import EncryptedMemory
 from .._core.mounts import Mount, MountedMemory
 from .._crypto import envelope
@@ -135,11 +133,11 @@ def listed_in(memory: EncryptedMemory, shown: str, depth: int | None) -> list[Me
     memory shows them (below its mount point if mounted): a router lists each store below
     the prefix with it and merges."""
     if not isinstance(shown, str) or shown == ROOT or shown.endswith("/"):
-        directory, tail = memory._parse(shown), ""
+        directory, tail = memory.gate.parse(shown), ""
     elif shown.rpartition("/")[2] in (".", ".."):  # the start of a name (".hidden"), not a segment
-        directory, tail = memory._parse(shown.rpartition("/")[0]), shown.rpartition("/")[2]
+        directory, tail = memory.gate.parse(shown.rpartition("/")[0]), shown.rpartition("/")[2]
     else:  # validated whole, as a path: its last segment is the start of a name
-        whole = memory._parse(shown)
+        whole = memory.gate.parse(shown)
         directory, tail = MemoryPath("/".join(whole.parts[:-1])), whole.parts[-1]
     found = []
     for file in _index.current_files(memory.files, write_back=not memory.read_only):
@@ -180,7 +178,7 @@ def _listed_in_tree(tree: MountedMemory, prefix: str, depth: int | None) -> buil
         return listed_in(memory, mount.path, None if depth is None else depth - 1)
 
     # On the tree's workers, every store's requests counted in this call's span.
-    listings = tree._at_once([functools.partial(in_store, entry) for entry in tree.stores()])
+    listings = tree.at_once([functools.partial(in_store, entry) for entry in tree.stores()])
     return sorted((info for listing in listings for info in listing), key=lambda info: info.path)
 
 
@@ -238,8 +236,8 @@ class MemoryAdmin:
             LimitExceededError: the file, or the user's quota, would be over its limit.
         """
         memory, shown = self._resolve(path)
-        parsed = memory._parse(shown)
-        memory._writable("write", shown)
+        parsed = memory.gate.parse(shown)
+        memory.gate.writable("write", shown)
         if not isinstance(text, str):
             raise InvalidCommandError("Error: `text` must be a string.")
         if precondition is not None and not isinstance(precondition, (NotExists, Sha256)):
@@ -272,14 +270,14 @@ class MemoryAdmin:
     def _create(self, memory: EncryptedMemory, parsed: MemoryPath, shown: str, text: str) -> MemoryInfo:
         """``NotExists``: the model's create, with its own error."""
         files = memory.files
-        text = memory._screen_new_file(parsed, text)
+        text = memory.gate.screen_new_file(parsed, text)
         data = files.encode(text, shown)
         files.names_ready(create=True)
         rt = files.round_trip()
         is_dir = rt.submit(files.has_objects_under, parsed)
         existing = rt.submit(memory.store.head, memory.layout.key_for(parsed))
         new_key = rt.submit(memory.keyring.generate, files.binding(parsed))
-        usage = rt.submit(memory._tenant_usage)
+        usage = rt.submit(memory.gate.tenant_usage)
         rt.submit(files.check_names_choice)
         records = rt.submit(_records.sealer, files, [parsed])
         ancestors = files.head_ancestors(rt, parsed)
@@ -303,7 +301,7 @@ class MemoryAdmin:
         rt = files.round_trip()
         stored = files.fetch(rt, parsed, shown)
         new_key = rt.submit(memory.keyring.generate, files.binding(parsed))
-        usage = rt.submit(memory._tenant_usage)
+        usage = rt.submit(memory.gate.tenant_usage)
         records = rt.submit(_records.sealer, files, [parsed])
         rt.submit(files.check_names_choice)
         is_dir = rt.submit(files.has_objects_under, parsed) if precondition is None else None
@@ -317,17 +315,15 @@ class MemoryAdmin:
         if before is None:
             if is_dir is not None and is_dir.result():
                 raise PathExistsError(f"Error: Cannot write {shown}: it is a directory")
-            text = memory._screen_new_file(parsed, text)
-        elif memory.screen_edit is not None:
-            text = memory.screen_edit(before.text, text)
+            text = memory.gate.screen_new_file(parsed, text)
         else:
-            text = memory._screen(text)
+            text = memory.gate.screen_replacement(before.text, text)
         data = files.encode(text, shown)
         if before is None:
             self._check_new_file(memory, parsed, shown, usage.result(), ancestors, len(data))
         else:
             grow = len(data) - len(before.text.encode("utf-8"))
-            memory._check_quota(usage.result(), shown, files=0, grow=grow)
+            memory.gate.check_quota(usage.result(), shown, files=0, grow=grow)
         return self._commit(memory, parsed, shown, before, text, data, new_key.result(), records.result())
 
     @staticmethod
@@ -339,7 +335,7 @@ class MemoryAdmin:
         ancestors: list[Pending[ObjectInfo | None]],
         size: int,
     ) -> None:
-        memory._check_quota(usage, shown, files=1, grow=size)
+        memory.gate.check_quota(usage, shown, files=1, grow=size)
         for ancestor, head in zip(parsed.ancestors(), ancestors, strict=True):
             if head.result() is not None:
                 raise NotADirectoryConflict(
@@ -359,7 +355,7 @@ class MemoryAdmin:
     ) -> MemoryInfo:
         """Screen for instructions, seal, stamp, and write conditionally with the record beside."""
         files = memory.files
-        finding = memory._check_instructions(parsed, shown, None if before is None else before.text, text)
+        finding = memory.gate.instruction_verdict(parsed, shown, None if before is None else before.text, text)
         data_key, wrapped = new_key
         body, metadata = envelope.seal(data, data_key, wrapped)
         key = memory.layout.key_for(parsed)
@@ -375,7 +371,7 @@ class MemoryAdmin:
         try:
             rt.wait()
         except PreconditionFailedError:
-            if not memory._landed(parsed, shown, data_key):  # else our own write, re-sent
+            if not writes.landed(files, parsed, shown, data_key):  # else our own write, re-sent
                 raise _LostRace from None
         return MemoryInfo(files.shown(parsed), len(data), _digest(data), None)
 
@@ -399,7 +395,7 @@ class MemoryAdmin:
             ObjectTooLargeError, IntegrityError, ForeignObjectError: as for ``view``.
         """
         memory, shown = self._resolve(path)
-        parsed = memory._parse(shown)
+        parsed = memory.gate.parse(shown)
         files = memory.files
         missing = f"Error: The path {shown} does not exist."
         if parsed.is_root:
@@ -434,8 +430,8 @@ class MemoryAdmin:
                 None), has another content, or changed before the delete landed; nothing deleted.
         """
         memory, shown = self._resolve(path)
-        parsed = memory._parse(shown)
-        memory._writable("delete", shown)
+        parsed = memory.gate.parse(shown)
+        memory.gate.writable("delete", shown)
         expected = None if expected_sha256 is None else Sha256(expected_sha256).hex
         files = memory.files
         not_a_file = f"Error: Cannot delete {shown}: it is a directory; MemoryAdmin.delete deletes one file"

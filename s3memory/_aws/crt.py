@@ -13,10 +13,6 @@ profiles, SSO, AssumeRole), the region, and the URL of a bucket (its endpoint ru
 virtual-hosted or path style once per bucket).
 
 awscrt is imported here only, when a client is wrapped: never by ``import s3memory``.
-
-Over 400 lines because :class:`CrtS3Client` is one class kept whole, with the helpers that
-read S3's answers into botocore's shapes: the six verbs share the request building, the
-error translation and the parsing, and are checked against botocore together.
 """
 
 from __future__ import annotations

@@ -5,10 +5,6 @@ A mount is another tenant's store (its own tenant id, keys and history) shown at
 each user's own learnings, as Managed Agents memory stores attach up to 8 stores to a
 session. Nothing about a mount is written into the bucket: the mounted store reads the same
 whether it is mounted or opened directly.
-
-Over 400 lines, kept whole: the router's checks (which store a path is in, the names that
-read as a mount's and the own files a mount hides) are what keeps one store's files apart
-from another's, and are reviewed together.
 """
 
 from __future__ import annotations
@@ -37,7 +33,9 @@ from .._history.entries import MemoryVersion
 from .._paths import ROOT, MemoryPath, parse_path, validate_tenant
 from .._search.query import DEFAULT_LIMIT, SearchResult
 from ..stores import ObjectInfo
-from .memory import EncryptedMemory, FileEntry, run_command, search, search_answer
+from .beyond import search, search_answer
+from .commands import run_command
+from .memory import EncryptedMemory, FileEntry
 
 T = TypeVar("T")
 log = logging.getLogger("s3memory")
@@ -223,9 +221,9 @@ class MountedMemory:
     def each_store(self, call: Callable[[EncryptedMemory], T]) -> list[T]:
         """``call`` on every store at once (own first); each store runs its own requests on
         its own workers, so a call may issue round trips of its own without deadlock."""
-        return self._at_once([functools.partial(call, memory) for _, memory in self.stores()])
+        return self.at_once([functools.partial(call, memory) for _, memory in self.stores()])
 
-    def _at_once(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+    def at_once(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         """The calls on the tree's workers, their requests counted as one round trip of the
         current command's span (if one records)."""
         counted = _telemetry.fork()
@@ -298,18 +296,18 @@ class MountedMemory:
 
     def create(self, path: str, file_text: object) -> str:
         memory = self.route(path)[1]
-        memory._writable("create", path)  # before any request, even one the command would make first
+        memory.gate.writable("create", path)  # before any request, even one the command would make first
         return memory.create(path, file_text)
 
     def str_replace(self, path: str, old_str: object, new_str: object) -> str:
         memory = self.route(path)[1]
-        memory._writable("edit", path)
+        memory.gate.writable("edit", path)
         return memory.str_replace(path, old_str, new_str)
 
     def write_text(self, path: str, text: object) -> str:
         """As :meth:`EncryptedMemory.write_text`, in whichever store ``path`` is."""
         mount, memory, parsed = self.route(path)
-        memory._writable("write", path)
+        memory.gate.writable("write", path)
         if self._mount_point(mount, parsed):
             raise PathExistsError(f"Error: Cannot write {path}: it is a directory")
         return memory.write_text(path, text)
@@ -317,17 +315,17 @@ class MountedMemory:
     def replace_all(self, path: str, old_str: object, new_str: object) -> int:
         """As :meth:`EncryptedMemory.replace_all`, in whichever store ``path`` is."""
         memory = self.route(path)[1]
-        memory._writable("edit", path)
+        memory.gate.writable("edit", path)
         return memory.replace_all(path, old_str, new_str)
 
     def insert(self, path: str, insert_line: object, insert_text: object) -> str:
         memory = self.route(path)[1]
-        memory._writable("edit", path)
+        memory.gate.writable("edit", path)
         return memory.insert(path, insert_line, insert_text)
 
     def delete(self, path: str) -> str:
         mount, memory, parsed = self.route(path)
-        memory._writable("delete", path)
+        memory.gate.writable("delete", path)
         if self._mount_point(mount, parsed):
             raise InvalidCommandError(f"Error: Cannot delete {path}: it is the mount point of a memory store")
         return memory.delete(path)
@@ -336,8 +334,8 @@ class MountedMemory:
         old_mount, memory, old = self.route(old_path)
         new_mount, new_memory, new = self.route(new_path)
         shown = f"{old_path} to {new_path}"
-        memory._writable("rename", shown)
-        new_memory._writable("rename", shown)
+        memory.gate.writable("rename", shown)
+        new_memory.gate.writable("rename", shown)
         if self._mount_point(old_mount, old):
             raise InvalidCommandError(f"Error: Cannot rename {old_path}: it is the mount point of a memory store")
         if self._mount_point(new_mount, new) or new.is_root:
@@ -408,7 +406,7 @@ class MountedMemory:
         if not self.mounted or not self.own.files.names_ready():
             return []
         has_files = self.own.files.has_objects_under
-        found = self._at_once([functools.partial(has_files, MemoryPath(name)) for name in self.mounted])
+        found = self.at_once([functools.partial(has_files, MemoryPath(name)) for name in self.mounted])
         return [mount for mount, hides in zip(self.mounts, found, strict=True) if hides]
 
     def clear_all(self) -> str:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from .._history.entries import MemoryVersion
     from .._search.query import SearchResult
-    from .memory import FileEntry, Limits
+    from .limits import Limits
+    from .memory import FileEntry
 
 
 class Memory(Protocol):

@@ -48,10 +48,6 @@ wait per user: beyond that a held write is refused, so a model cannot grow the s
 without bound through the queue. A pending object that does not open (tampered with,
 planted, moved) is never applied: ``pending`` leaves it out, ``approve`` refuses it,
 ``reject`` deletes it.
-
-The module is longer than 400 lines, by this note and the checks of what a pending object
-holds; it is kept whole because holding, reading and approving a pending write are one
-protocol over one stored format, which nothing else uses.
 """
 
 from __future__ import annotations
@@ -64,7 +60,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -89,6 +85,8 @@ from .._render import short_repr
 from .._screening import findings as _findings
 from .._screening.findings import Finding
 from ..stores import ObjectVersion
+from . import writes
+from .gate import Gate
 from .name_screen import NAME_LINE, name_findings
 
 if TYPE_CHECKING:
@@ -486,19 +484,11 @@ class Reviewable(Protocol):
     """What :func:`approve` needs of the memory (``EncryptedMemory``, which it cannot import)."""
 
     files: SealedFiles
-    instructions: InstructionCheck | None
+    gate: Gate
 
     def create(self, path: str, file_text: object) -> str: ...
 
     def read_text(self, path: str) -> str: ...
-
-    def _edit(
-        self,
-        path: str,
-        missing_message: str,
-        apply: Callable[[str], tuple[str, None]],
-        answer: Callable[[str, None], str],
-    ) -> str: ...
 
 
 class _Approval(InstructionCheck):
@@ -526,7 +516,7 @@ def approve(memory: Reviewable, pending_id: str) -> str:
     held = _open(files, pending_id)
     write = held.write
     reviewer = copy.copy(memory)
-    reviewer.instructions = _Approval(held)
+    reviewer.gate = memory.gate.with_instructions(_Approval(held))
     changed = (
         f"Error: {write.path} has changed since write {pending_id} was held; approving it would undo those "
         "changes, so nothing was written. Reject it, and make the change again if it is still wanted."
@@ -552,7 +542,7 @@ def approve(memory: Reviewable, pending_id: str) -> str:
                 f"Error: {write.path} no longer exists (deleted or renamed since write {pending_id} was held), "
                 "so nothing was written. Reject it, and make the change again if it is still wanted."
             )
-            reviewer._edit(write.path, missing, apply, lambda _written, _: "")
+            writes.edit(reviewer.files, reviewer.gate, write.path, missing, apply, lambda _written, _: "")
     except _AlreadyApplied:
         done = f"{write.path} already holds what write {pending_id} would write; nothing was written"
     else:

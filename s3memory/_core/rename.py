@@ -24,9 +24,6 @@ at its old path, its new path or both, and a directory's record; issuing the ren
 finishes the job: a directory's by its record, a file's because the copy at the
 destination is of the very version at the source. ``tests/test_stateful.py`` models the
 protocol; ``tests/test_vectors.py`` freezes the record's key and format.
-
-Over 400 lines because the protocol is kept whole: its round trips and the rules for
-resuming are argued together, and reviewed together.
 """
 
 from __future__ import annotations

@@ -77,9 +77,6 @@ every file name (not the contents: they stay readable to whoever holds the tenan
 which finds each object's binding in its metadata). A memory written without ``encrypt_names`` cannot be opened with
 it (the loader refuses); one written with it, opened without it, lists its sealed
 segments as names and fails the integrity check on every read: choose once per tenant.
-
-The module is longer than 400 lines, kept whole: the format described here, the code that
-seals and opens it, and the life of the key it uses are reviewed together.
 """
 
 from __future__ import annotations

@@ -9,11 +9,6 @@ the hints that let the screen skip work: see
 :func:`~s3memory._screening.instructions.default_instruction_detectors` imports this module and
 compiles them on first use, so ``import s3memory`` loads none of it.
 
-This module is longer than 400 lines and kept whole: it is one table (the patterns) with
-the checks that refine them, and splitting the table by kind would scatter the shared
-vocabulary (who the assistant is, what a sensitive object or a destination is) that the
-checks of several kinds use together.
-
 The rules the patterns keep:
 
 * **Linear time.** No nested quantifier can split one run of characters in several ways:

@@ -75,11 +75,6 @@ the next session, and the defences that do not depend on wording (provenance, a 
 history to roll back, confirmation before tools send data out, image allow-lists) still
 apply.
 
-This module is longer than 400 lines and kept whole: most of it is this docstring and the
-documented fields of :class:`InstructionDetector`; the rest is the screen and the folding
-that it maps spans back through, which nothing else uses. The pattern tables are the
-separate module.
-
 Every text gets an answer: with the default detectors :meth:`InstructionScreen.findings`
 never raises on a ``str``, whatever it holds (lone surrogates, megabytes of one character,
 unbalanced brackets), and its time is linear in the length of the text. A custom check

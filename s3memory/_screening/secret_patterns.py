@@ -1,7 +1,7 @@
 """What the sensitive-data guard looks for: the default detectors' patterns and validators.
 
 :mod:`s3memory._screening.secrets` screens text with :class:`~s3memory._screening.secrets.Detector` s and applies a
-policy; this module says what a secret looks like. ``_SPECS`` holds the default detectors
+policy; this module says what a secret looks like. ``SPECS`` holds the default detectors
 as (kind, pattern, validator); :func:`~s3memory._screening.secrets.default_detectors` imports this
 module and compiles them on first use, so ``import s3memory`` loads none of it. The
 validators check a candidate's value (checksum, entropy, decoding).
@@ -252,7 +252,7 @@ _URLSAFE = r"A-Za-z0-9_-"
 
 # (kind, pattern, validate). Specific kinds come before generic ones: when two detectors
 # find the same span, the first one names it.
-_SPECS: tuple[tuple[str, str, Callable[[str], bool] | None], ...] = (
+SPECS: tuple[tuple[str, str, Callable[[str], bool] | None], ...] = (
     (
         "private key",
         # A block up to its END line (any body without '-----'), or, when there is no END,

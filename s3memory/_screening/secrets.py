@@ -298,17 +298,17 @@ def default_detectors() -> tuple[Detector, ...]:
     if _DEFAULTS is None:
         with _LOCK:
             if _DEFAULTS is None:
-                from .secret_patterns import _SPECS
+                from .secret_patterns import SPECS
 
-                _DEFAULTS = tuple(Detector(kind, re.compile(pattern), check) for kind, pattern, check in _SPECS)
+                _DEFAULTS = tuple(Detector(kind, re.compile(pattern), check) for kind, pattern, check in SPECS)
     return _DEFAULTS
 
 
 def __getattr__(name: str) -> object:
     if name == "DEFAULT_DETECTORS":
         return default_detectors()
-    if name in ("luhn_valid", "shannon_entropy", "_SPECS"):  # from _detectors, loaded on first use
-        from . import secret_patterns as _detectors
+    if name in ("luhn_valid", "shannon_entropy", "SPECS", "_SPECS"):  # loaded on first use
+        from . import secret_patterns
 
-        return getattr(_detectors, name)
+        return getattr(secret_patterns, name.lstrip("_"))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,9 +44,6 @@ Budget: warm with nothing changed, 1 round trip (LIST + HEAD); with files change
 (in KMS mode, files another process wrote cost a KMS ``Decrypt`` each after their GET: 4).
 A first build reads every file, 64 at a time. Never an access marker. A read-only mount
 refreshes with ``write_back=False``: it writes nothing and generates no key.
-
-Over 400 lines because the format, the refresh and the process cache are one protocol,
-kept whole: what the cache may hold depends on what the refresh trusts, and reviewed together.
 """
 
 from __future__ import annotations
