@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3memory import mcp_server
-from s3memory.mcp_server import MAX_MESSAGE_BYTES, _read_stdin, _request_id
+from s3memory.mcp_server import MAX_MESSAGE_BYTES, _read_stdin
+from s3memory.mcp_server import request_id_in as _request_id
 
 SERVER = [sys.executable, "-W", "error", "-m", "s3memory.mcp_server"]
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
@@ -410,14 +411,14 @@ async def test_the_reader_passes_valid_messages_on_and_refuses_the_rest() -> Non
 async def test_a_failure_while_reading_a_line_costs_that_line_only(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real = mcp_server._triage
+    real = mcp_server.triage
 
     def flaky(line: bytes) -> Any:
         if b"boom" in line:
             raise RuntimeError("a bug")
         return real(line)
 
-    monkeypatch.setattr(mcp_server, "_triage", flaky)
+    monkeypatch.setattr(mcp_server, "triage", flaky)
     passed, refused = await read_all(b'"boom"\n' + request(4) + b"\n")
     assert [message.id for message in passed] == [4]
     assert refused == [

@@ -1,10 +1,11 @@
 """What the framework adapters share: the memory they run on, one command's answer for
-the model, and the words of a ``memory`` function tool for models without Claude's native one.
+the model, and the schema of a ``memory`` function tool for models without Claude's native one.
 
 Frameworks that can declare Claude's native ``memory_20250818`` tool send only its name and
 type; Claude knows the commands, and the API adds the memory protocol to the system prompt.
 A plain function tool (any other model, or a framework that cannot declare the native tool)
-must carry that protocol itself: :data:`MEMORY_TOOL_DESCRIPTION`.
+must carry that protocol itself: :data:`MEMORY_TOOL_DESCRIPTION`. Its words, and every other
+tool's, are ``s3memory._tool_words``; the parameters' JSON types are here.
 """
 
 from __future__ import annotations
@@ -14,45 +15,12 @@ from typing import Any
 
 from .._core.protocol import Memory as Memory
 from .._errors import answer_for_model
-
-MEMORY_TOOL_NAME = "memory"
-
-# The protocol the API adds to the system prompt when the native tool is present (seed 000,
-# "Prompting guidance"), and the commands the native tool's definition would have told.
-MEMORY_TOOL_DESCRIPTION = """\
-Your persistent memory: a directory of text files at /memories that outlives this conversation.
-IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE.
-MEMORY PROTOCOL:
-1. Use the `view` command of your `memory` tool to check for earlier progress.
-2. ... (work on the task) ...
-   - As you make progress, record status / progress / thoughts etc in your memory.
-ASSUME INTERRUPTION: Your context window might be reset at any moment, so you risk losing any \
-progress that is not recorded in your memory directory.
-Commands (every path starts with /memories):
-- view: path; optional view_range [start, end] (1-based lines, end -1 = to the end). A directory \
-lists its files with sizes; a file shows numbered lines.
-- create: path, file_text. Creates a new file; never overwrites.
-- str_replace: path, old_str (must occur exactly once), new_str.
-- insert: path, insert_line (0 = at the top), insert_text.
-- delete: path (a file, or a directory with everything in it).
-- rename: old_path, new_path (a file or a directory; never overwrites)."""
-
-_PARAMETER_DESCRIPTIONS: dict[str, str] = {
-    "command": "One of: view, create, str_replace, insert, delete, rename.",
-    "path": "The file or directory, under /memories (all commands but rename).",
-    "view_range": "view: [first line, last line], 1-based; -1 as the last means to the end.",
-    "file_text": "create: the new file's text.",
-    "old_str": "str_replace: the text to replace; it must occur exactly once.",
-    "new_str": "str_replace: the replacement text.",
-    "insert_line": "insert: the line after which to insert (0 = at the top).",
-    "insert_text": "insert: the text to insert.",
-    "old_path": "rename: the file or directory to move.",
-    "new_path": "rename: where to move it (must not exist).",
-}
-
+from .._tool_words import COMMAND_DESCRIPTIONS, MEMORY_PARAMETER_DESCRIPTIONS
+from .._tool_words import MEMORY_TOOL_DESCRIPTION as MEMORY_TOOL_DESCRIPTION
+from .._tool_words import MEMORY_TOOL_NAME as MEMORY_TOOL_NAME
 
 _PARAMETER_TYPES: dict[str, dict[str, Any]] = {
-    "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "delete", "rename"]},
+    "command": {"type": "string", "enum": list(COMMAND_DESCRIPTIONS)},
     "path": {"type": "string"},
     "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
     "file_text": {"type": "string"},
@@ -71,7 +39,7 @@ _PARAMETER_TYPES: dict[str, dict[str, Any]] = {
 MEMORY_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        name: {**_PARAMETER_TYPES[name], "description": text} for name, text in _PARAMETER_DESCRIPTIONS.items()
+        name: {**_PARAMETER_TYPES[name], "description": text} for name, text in MEMORY_PARAMETER_DESCRIPTIONS.items()
     },
     "required": ["command"],
     "additionalProperties": False,

@@ -31,6 +31,10 @@ from anthropic.types.beta import (
 from .._core.protocol import Memory
 from .._errors import answer_for_model
 from .._factory import MemoryOptions, memory_from
+from .._search.query import DEFAULT_LIMIT, MAX_LIMIT
+from .._tool_words import SEARCH_TOOL_DESCRIPTION as SEARCH_TOOL_DESCRIPTION
+from .._tool_words import SEARCH_TOOL_NAME as SEARCH_TOOL_NAME
+from .._tool_words import search_parameter_descriptions
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -43,30 +47,13 @@ def _as_tool_error(call: Callable[[], str]) -> str:
     return text
 
 
-SEARCH_TOOL_NAME = "memory_search"
-SEARCH_TOOL_DESCRIPTION = (
-    "Search the memory directory /memories (the user's memory and any stores mounted in it) for files "
-    'containing every given word, case-insensitively; a "quoted phrase" must occur as written. Answers '
-    "each matching file's path and up to three matching lines with their line numbers, best matches first; "
-    "view a file for the rest. Use it to find what is already remembered before writing more."
-)
+_SEARCH_PARAMETERS = search_parameter_descriptions(DEFAULT_LIMIT, MAX_LIMIT)
 SEARCH_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "query": {
-            "type": "string",
-            "description": 'Words, or a "quoted phrase"; every one must occur in a file (case-insensitive).',
-        },
-        "path_prefix": {
-            "type": "string",
-            "description": "Only files in this directory, e.g. /memories/standards/ (default: all of /memories).",
-        },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 100,
-            "description": "At most this many files (default 20).",
-        },
+        "query": {"type": "string", "description": _SEARCH_PARAMETERS["query"]},
+        "path_prefix": {"type": "string", "description": _SEARCH_PARAMETERS["path_prefix"]},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": _SEARCH_PARAMETERS["limit"]},
     },
     "required": ["query"],
     "additionalProperties": False,
@@ -76,7 +63,7 @@ SEARCH_INPUT_SCHEMA: dict[str, Any] = {
 def search_tool(memory: Memory) -> BetaFunctionTool[Callable[..., str]]:
     """``memory_search``: a client tool beside the memory tool, for the SDK's tool runner."""
 
-    def memory_search(query: str, path_prefix: str | None = None, limit: int = 20) -> str:
+    def memory_search(query: str, path_prefix: str | None = None, limit: int = DEFAULT_LIMIT) -> str:
         return _as_tool_error(lambda: memory.search_answer(query, path_prefix, limit))
 
     return BetaFunctionTool(
@@ -87,7 +74,7 @@ def search_tool(memory: Memory) -> BetaFunctionTool[Callable[..., str]]:
 def async_search_tool(memory: Memory) -> BetaAsyncFunctionTool[Callable[..., Any]]:
     """``memory_search`` for the async tool runner (the search runs in a worker thread)."""
 
-    async def memory_search(query: str, path_prefix: str | None = None, limit: int = 20) -> str:
+    async def memory_search(query: str, path_prefix: str | None = None, limit: int = DEFAULT_LIMIT) -> str:
         from anyio.to_thread import run_sync
 
         return await run_sync(lambda: _as_tool_error(lambda: memory.search_answer(query, path_prefix, limit)))

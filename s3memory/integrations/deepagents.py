@@ -62,10 +62,6 @@ where they differ, every method answers ``invalid_path`` (with the path to use) 
 no backend. Such paths are refused rather than routed because deepagents' permission rules
 match the path as written: routing ``//memories/x`` to the memory would let it past a rule
 that denies writes to ``/memories/**``.
-
-The module is longer than 400 lines by the protocol's methods, once in the backend and once
-(sync and async) in the composite that refuses other spellings: kept whole, so that the
-whole adapter reads in one place.
 """
 
 from __future__ import annotations

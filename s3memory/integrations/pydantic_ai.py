@@ -4,8 +4,7 @@
 commands (view, create, str_replace, insert, delete, rename) on an encrypted
 :class:`~s3memory.EncryptedMemory` or a :class:`~s3memory.MountedMemory`::
 
-    from pydantic_core import SchemaValidator, core_schema
-from pydantic_ai import Agent
+    from pydantic_ai import Agent
     from s3memory.integrations.pydantic_ai import S3Memory
 
     memory = S3Memory(bucket="my-bucket", user_id="alice", kms_key_id=KEY_ARN)

@@ -81,6 +81,7 @@ from .._core.mounts import MountedMemory
 from .._errors import ConfigurationError, PathExistsError, S3MemoryError, unexpected_error_text
 from .._factory import MemoryOptions, memory_from
 from .._paths import ROOT, parse_path
+from .._tool_words import STORE_DESCRIPTION
 from ._common import MEMORY_INPUT_SCHEMA, MEMORY_TOOL_DESCRIPTION, MEMORY_TOOL_NAME, Memory, run_memory_command
 
 if TYPE_CHECKING:
@@ -125,7 +126,6 @@ class _MemoryTool(PythonAgentTool):
         return False
 
 
-_DEFAULT_DESCRIPTION = "The user's long-term memory: encrypted text files under /memories."
 _DEFAULT_MAX_SEARCH_RESULTS = 5
 _MAX_SEARCH_RESULTS = 100  # as s3memory's own search: the model may ask for any number
 _EXTENSION = re.compile(r"\.[^./]*$")
@@ -169,7 +169,7 @@ class S3MemoryStore(MemoryStore):
         memory: Memory | None = None,
         *,
         name: str = "s3memory",
-        description: str | None = _DEFAULT_DESCRIPTION,
+        description: str | None = STORE_DESCRIPTION,
         directory: str | None = None,
         max_search_results: int | None = _DEFAULT_MAX_SEARCH_RESULTS,
         max_entry_chars: int = 4_000,

@@ -27,7 +27,7 @@ message) at a time and at most :data:`MAX_MESSAGE_BYTES` of it, and a line that 
 UTF-8 or JSON gets a JSON-RPC ``-32700`` Parse error, a line of JSON that is no valid message
 (a scalar, a batch, a request without ``jsonrpc``, with an id that is neither a string nor an
 integer, ...) or a longer line gets ``-32600`` Invalid Request. The error carries the request's
-id when it can be read from the line (see :func:`~s3memory.mcp_server.jsonrpc._request_id`), ``null``
+id when it can be read from the line (see :func:`~s3memory.mcp_server.jsonrpc.request_id_in`), ``null``
 otherwise; the line is logged (without its content) and the server goes on with the next one.
 Blank lines are no messages and are skipped. Valid messages go on to the mcp package's server,
 as with its own stdio transport, which still writes stdout. What a line is, message or
@@ -53,9 +53,8 @@ transport; the server writes logs to stderr only. The memory is opened on the fi
 call (so the handshake is quick and a bad setting reaches the model as a tool error), and
 every command runs in a worker thread because :class:`EncryptedMemory` blocks on I/O.
 
-The module is longer than 400 lines by the tools' declarations (each parameter's schema and
-each tool's description are what the client shows the model) and the text of history's
-answers: kept whole, so that the server's whole interface reads in one place.
+What the client shows the model, each tool's description and each parameter's, is
+``s3memory._tool_words``' (the words every face shares); the instructions too.
 """
 
 import functools
@@ -67,7 +66,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from .._config import Settings
-from .._core.memory import COMMANDS
+from .._core.commands import COMMANDS
 from .._core.protocol import Memory
 from .._errors import ConfigurationError, InvalidCommandError, answer_for_model
 from .._history.text import history_text as _history_text
@@ -76,8 +75,21 @@ from .._history.text import one_line as _one_line
 from .._history.text import parse_time as parse_time
 from .._history.text import version_line
 from .._render import short_repr
-from .jsonrpc import _refusal, _too_large, _triage
-from .jsonrpc import _request_id as _request_id  # reads the id a refusal carries (see _jsonrpc)
+from .._search.query import DEFAULT_LIMIT, MAX_LIMIT
+from .._tool_words import (
+    COMMAND_DESCRIPTIONS,
+    FILE_HELP,
+    HISTORY_TOOL_DESCRIPTIONS,
+    INSTRUCTIONS,
+    PARAMETER_DESCRIPTIONS,
+    SEARCH_TOOL_DESCRIPTION,
+    SEARCH_TOOL_NAME,
+    VERSION_HELP,
+    log_parameter_descriptions,
+    search_parameter_descriptions,
+)
+from .jsonrpc import refusal, too_large, triage
+from .jsonrpc import request_id_in as request_id_in  # reads the id a refusal carries (see jsonrpc)
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -88,21 +100,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("s3memory")
 
 MISSING_MCP = "the MCP server needs the mcp package: pip install 's3memory[mcp]'"
-
-INSTRUCTIONS = """\
-These tools are your persistent memory: a directory, /memories, kept across conversations \
-(encrypted at rest). Every path starts with /memories.
-
-IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE: call `view` with \
-path "/memories" to check for earlier progress, then read the files that are relevant.
-
-As you work, record status, progress and what you learned in memory files. ASSUME \
-INTERRUPTION: your context window might be reset at any moment, so you risk losing any \
-progress that is not recorded in your memory directory. Keep the directory organized: \
-update and delete files rather than piling up new ones, and do not create files that \
-nobody will read."""
-
-PATH_HELP = "A path under /memories, e.g. /memories/notes.md (a directory: /memories/projects)."
 
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 """The longest message the server reads: one line of stdin, without its newline, in bytes.
@@ -118,8 +115,6 @@ _DISCARD_CHUNK = 1024 * 1024  # an overlong line is skipped this many bytes at a
 
 ALLOW_RESTORE_VARIABLE = "S3MEMORY_MCP_ALLOW_RESTORE"
 LOG_LIMIT, MAX_LOG_LIMIT = 50, 1000  # memory_log's default number of changes, and its largest
-FILE_HELP = "A file under /memories, e.g. /memories/notes.md (also one since deleted or renamed)."
-VERSION_HELP = "A version id, as `memory_history` or `memory_log` lists it."
 
 
 def _require_mcp() -> None:
@@ -316,74 +311,78 @@ def build_server(open_memory: Callable[[], Memory], *, allow_restore: bool = Fal
         return await anyio.to_thread.run_sync(functools.partial(_answer, memory, command))
 
     # Annotations evaluated here, at definition (this module has no `from __future__ import
-    # annotations`): MCPServer reads them, and with them the descriptions, from the signatures.
-    Path = Annotated[str, Field(description=PATH_HELP)]
+    # annotations`): MCPServer reads them, and with them the parameters' descriptions, from the
+    # signatures. Every description, a tool's or a parameter's, is s3memory._tool_words'.
+    said = PARAMETER_DESCRIPTIONS
+    Path = Annotated[str, Field(description=said["path"])]
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    @server.tool(
+        description=COMMAND_DESCRIPTIONS["view"],
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    )
     async def view(
-        path: Path,
-        view_range: Annotated[
-            list[int] | None,
-            Field(description="For a file only: [start, end], the lines to show (1-based; end -1: to the end)."),
-        ] = None,
+        path: Path, view_range: Annotated[list[int] | None, Field(description=said["view_range"])] = None
     ) -> CallToolResult:
-        """Show a directory (its files and directories up to 2 levels deep, with sizes) or a file
-        with line numbers. Start every task with `view` of /memories."""
         return await run(lambda m: m.view(path, view_range))
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
-    async def create(
-        path: Path,
-        file_text: Annotated[str, Field(description="The content of the new file.")],
-    ) -> CallToolResult:
-        """Create a new file; parent directories come into being. Never overwrites: an existing
-        path is an error (edit it with `str_replace` or `insert`, or `delete` it first)."""
+    @server.tool(
+        description=COMMAND_DESCRIPTIONS["create"],
+        annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False),
+    )
+    async def create(path: Path, file_text: Annotated[str, Field(description=said["file_text"])]) -> CallToolResult:
         return await run(lambda m: m.create(path, file_text))
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+    @server.tool(
+        description=COMMAND_DESCRIPTIONS["str_replace"],
+        annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False),
+    )
     async def str_replace(
         path: Path,
-        old_str: Annotated[str, Field(description="The text to replace; it must occur exactly once in the file.")],
-        new_str: Annotated[str, Field(description="The replacement text (may be empty).")],
+        old_str: Annotated[str, Field(description=said["old_str"])],
+        new_str: Annotated[str, Field(description=said["new_str"])],
     ) -> CallToolResult:
-        """Replace the one occurrence of `old_str` in a file with `new_str`; answers with the
-        changed lines."""
         return await run(lambda m: m.str_replace(path, old_str, new_str))
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    @server.tool(
+        description=COMMAND_DESCRIPTIONS["insert"],
+        annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False),
+    )
     async def insert(
         path: Path,
-        insert_line: Annotated[int, Field(description="The line after which to insert; 0 inserts at the top.")],
-        insert_text: Annotated[str, Field(description="The text to insert (one or more lines).")],
+        insert_line: Annotated[int, Field(description=said["insert_line"])],
+        insert_text: Annotated[str, Field(description=said["insert_text"])],
     ) -> CallToolResult:
-        """Insert text into a file after line `insert_line`."""
         return await run(lambda m: m.insert(path, insert_line, insert_text))
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+    @server.tool(
+        description=COMMAND_DESCRIPTIONS["delete"],
+        annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False),
+    )
     async def delete(path: Path) -> CallToolResult:
-        """Delete a file, or a directory with everything under it."""
         return await run(lambda m: m.delete(path))
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    @server.tool(
+        description=COMMAND_DESCRIPTIONS["rename"],
+        annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False),
+    )
     async def rename(
-        old_path: Annotated[str, Field(description="The file or directory to move, under /memories.")],
-        new_path: Annotated[str, Field(description="Its new path under /memories; must not exist yet.")],
+        old_path: Annotated[str, Field(description=said["old_path"])],
+        new_path: Annotated[str, Field(description=said["new_path"])],
     ) -> CallToolResult:
-        """Rename or move a file or a directory (with everything under it). Never overwrites."""
         return await run(lambda m: m.rename(old_path, new_path))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    searched = search_parameter_descriptions(DEFAULT_LIMIT, MAX_LIMIT)
+
+    @server.tool(
+        name=SEARCH_TOOL_NAME,
+        description=SEARCH_TOOL_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    )
     async def memory_search(
-        query: Annotated[
-            str, Field(description='Words, or a "quoted phrase"; every one must occur in a file (case-insensitive).')
-        ],
-        path_prefix: Annotated[
-            str | None, Field(description="Only files in this directory, e.g. /memories/standards/.")
-        ] = None,
-        limit: Annotated[int, Field(description="At most this many files (1 to 100).")] = 20,
+        query: Annotated[str, Field(description=searched["query"])],
+        path_prefix: Annotated[str | None, Field(description=searched["path_prefix"])] = None,
+        limit: Annotated[int, Field(description=searched["limit"])] = DEFAULT_LIMIT,
     ) -> CallToolResult:
-        """Find memory files containing every given word, best matches first: each file's path
-        and up to three matching lines with their line numbers. View a file for the rest."""
         return await run(lambda m: m.search_answer(query, path_prefix, limit))
 
     # -- history: read-only, and restore only when the operator allows it ----------------------
@@ -391,47 +390,35 @@ def build_server(open_memory: Callable[[], Memory], *, allow_restore: bool = Fal
     Version = Annotated[str, Field(description=VERSION_HELP)]
     reading = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
-    @server.tool(annotations=reading)
+    @server.tool(description=HISTORY_TOOL_DESCRIPTIONS["memory_history"], annotations=reading)
     async def memory_history(path: File) -> CallToolResult:
-        """Every version of a memory file, newest first (across renames, also after a delete), one
-        line each: when (UTC), what was done (created, modified, renamed, restored, deleted,
-        redacted), by whom, its size, its version id, and whether that record is verified."""
         return await run(lambda m: _history_text(path, m.history(path)))
 
-    @server.tool(annotations=reading)
+    @server.tool(description=HISTORY_TOOL_DESCRIPTIONS["memory_show_version"], annotations=reading)
     async def memory_show_version(path: File, version: Version) -> CallToolResult:
-        """The text of one earlier version of a memory file, as it was (no line numbers)."""
         return await run(lambda m: _version_text(m, path, version))
 
-    when = "ISO-8601 time (2026-05-01 is its midnight UTC; a time without a zone is UTC)"
-    Operation = Annotated[
-        str | None, Field(description="Only this operation: created, modified, renamed, restored, deleted or redacted.")
-    ]
-    Actor = Annotated[str | None, Field(description="Only changes made by this actor (e.g. mcp, cli, session:abc).")]
-    Since = Annotated[str | None, Field(description=f"Only changes at or after this {when}.")]
-    Until = Annotated[str | None, Field(description=f"Only changes at or before this {when}.")]
-    Limit = Annotated[int, Field(description=f"At most this many changes, the newest (1 to {MAX_LOG_LIMIT}).")]
+    logged = log_parameter_descriptions(MAX_LOG_LIMIT)
 
-    @server.tool(annotations=reading)
+    @server.tool(description=HISTORY_TOOL_DESCRIPTIONS["memory_log"], annotations=reading)
     async def memory_log(
-        path_prefix: Annotated[str, Field(description="Only changes under this directory.")] = "/memories",
-        operation: Operation = None,
-        actor: Actor = None,
-        since: Since = None,
-        until: Until = None,
-        limit: Limit = LOG_LIMIT,
+        path_prefix: Annotated[str, Field(description=logged["path_prefix"])] = "/memories",
+        operation: Annotated[str | None, Field(description=logged["operation"])] = None,
+        actor: Annotated[str | None, Field(description=logged["actor"])] = None,
+        since: Annotated[str | None, Field(description=logged["since"])] = None,
+        until: Annotated[str | None, Field(description=logged["until"])] = None,
+        limit: Annotated[int, Field(description=logged["limit"])] = LOG_LIMIT,
     ) -> CallToolResult:
-        """The changes to memory files under a directory, newest first, one line each: when (UTC),
-        what was done, to which file, by whom, its size, its version id, and whether verified."""
         filters = {"operation": operation, "actor": actor, "since": since, "until": until}
         return await run(lambda m: _log_text(m, path_prefix, limit, **filters))
 
     if allow_restore:
 
-        @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+        @server.tool(
+            description=HISTORY_TOOL_DESCRIPTIONS["memory_restore"],
+            annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False),
+        )
         async def memory_restore(path: File, version: Version) -> CallToolResult:
-            """Write an earlier version of a memory file back as its newest version (a deleted file
-            comes back). The versions after it are kept, so a restore can itself be undone."""
             return await run(lambda m: m.restore(path, version))
 
     return server
@@ -458,23 +445,23 @@ async def _read_stdin(
     async with messages:
         while line := await read(max_message_bytes + 1):
             if len(line) > max_message_bytes and not line.endswith(b"\n"):
-                message, refusals = None, [_too_large(line, max_message_bytes)]
+                message, refusals = None, [too_large(line, max_message_bytes)]
                 while (chunk := await read(_DISCARD_CHUNK)) and not chunk.endswith(b"\n"):
                     pass  # the rest of the line, dropped
             else:
                 try:
-                    message, refusals = _triage(line)
+                    message, refusals = triage(line)
                 except Exception:  # a bug here must cost this line, not the connection
                     log.exception("could not read a JSON-RPC message")
                     message, refusals = (
                         None,
-                        [_refusal(INTERNAL_ERROR, "Internal error: could not read the message", None)],
+                        [refusal(INTERNAL_ERROR, "Internal error: could not read the message", None)],
                     )
             try:
                 if refusals:
                     log.warning("refused a JSON-RPC message: %s", refusals[0].error.message)
-                for refusal in refusals:
-                    await reply(SessionMessage(refusal))
+                for refused in refusals:
+                    await reply(SessionMessage(refused))
                 if message is not None:
                     await messages.send(SessionMessage(message))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -1,9 +1,9 @@
 """One line of the MCP server's stdin: the JSON-RPC message it holds, or the refusals.
 
-:mod:`s3memory.mcp_server` reads stdin one line at a time; :func:`_triage` tells it what a
+:mod:`s3memory.mcp_server` reads stdin one line at a time; :func:`triage` tells it what a
 line is (a message to pass on to the mcp package's server, error responses that refuse the
-line, or neither for a blank line), and :func:`_too_large` refuses a line that is too long.
-:func:`_request_id` reads the id that a refusal carries, also from a line no parser accepts,
+line, or neither for a blank line), and :func:`too_large` refuses a line that is too long.
+:func:`request_id_in` reads the id that a refusal carries, also from a line no parser accepts,
 in time linear in the line and without recursion. The module docstring of
 :mod:`s3memory.mcp_server` says which line gets which answer.
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mcp.types import JSONRPCError, JSONRPCMessage, RequestId
 
-_ID_SCAN_CHARS = 64 * 1024  # _request_id looks only this far into a line
+_ID_SCAN_CHARS = 64 * 1024  # request_id_in looks only this far into a line
 
 
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
@@ -37,7 +37,7 @@ def _skip_space(text: str, index: int) -> int:
 def _skip_container(text: str, index: int) -> int:
     """The index after the array or object that starts at ``text[index]``, in a loop (no recursion).
 
-    Lenient (brackets are counted, not matched): only :func:`_request_id` uses it.
+    Lenient (brackets are counted, not matched): only :func:`request_id_in` uses it.
 
     Raises:
         ValueError: the text ends before the container (or a string in it) does.
@@ -60,7 +60,7 @@ def _valid_id(value: object) -> RequestId | None:
     return value if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)) else None
 
 
-def _request_id(text: str) -> RequestId | None:
+def request_id_in(text: str) -> RequestId | None:
     """The id of the JSON-RPC request that ``text`` holds, also where a parser gives up on it; or None.
 
     Reads the members of the top-level object only, in time linear in the text and without
@@ -105,13 +105,13 @@ def _request_id(text: str) -> RequestId | None:
     return _valid_id(found) if is_request else None
 
 
-def _refusal(code: int, message: str, request_id: RequestId | None) -> JSONRPCError:
+def refusal(code: int, message: str, request_id: RequestId | None) -> JSONRPCError:
     from mcp.types import ErrorData, JSONRPCError
 
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 
 
-def _triage(line: bytes) -> tuple[JSONRPCMessage | None, list[JSONRPCError]]:
+def triage(line: bytes) -> tuple[JSONRPCMessage | None, list[JSONRPCError]]:
     """The message on one line of stdin, or the error responses that refuse the line.
 
     Neither for a blank line, which is no message. A batch (MCP has none since 2025-06-18) is
@@ -127,8 +127,8 @@ def _triage(line: bytes) -> tuple[JSONRPCMessage | None, list[JSONRPCError]]:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
-        request_id = _request_id(line.decode("utf-8", "replace"))
-        return None, [_refusal(PARSE_ERROR, "Parse error: the message is not valid UTF-8", request_id)]
+        request_id = request_id_in(line.decode("utf-8", "replace"))
+        return None, [refusal(PARSE_ERROR, "Parse error: the message is not valid UTF-8", request_id)]
     try:
         message = jsonrpc_message_adapter.validate_json(text, by_name=False)  # as the mcp package's stdio does
         # a member "id" that is neither a string nor an integer: pydantic read a notification
@@ -137,20 +137,20 @@ def _triage(line: bytes) -> tuple[JSONRPCMessage | None, list[JSONRPCError]]:
     except ValidationError as exc:
         if any(error["type"] == "json_invalid" for error in exc.errors(include_url=False, include_input=False)):
             reason = "Parse error: the message is not valid JSON (or is nested too deeply)"
-            return None, [_refusal(PARSE_ERROR, reason, _request_id(text))]
+            return None, [refusal(PARSE_ERROR, reason, request_id_in(text))]
         parsed = from_json(text)  # valid JSON, as pydantic has just found
         if isinstance(parsed, list):
             reason = "Invalid Request: JSON-RPC batches are not supported; send one message per line"
             ids = [_valid_id(item.get("id")) for item in parsed if isinstance(item, dict) and "method" in item]
-            refusals = [_refusal(INVALID_REQUEST, reason, request_id) for request_id in ids if request_id is not None]
-            return None, refusals or [_refusal(INVALID_REQUEST, reason, None)]
+            refusals = [refusal(INVALID_REQUEST, reason, request_id) for request_id in ids if request_id is not None]
+            return None, refusals or [refusal(INVALID_REQUEST, reason, None)]
     reason = "Invalid Request: not a valid JSON-RPC 2.0 request, notification or response"
-    return None, [_refusal(INVALID_REQUEST, reason, _request_id(text))]
+    return None, [refusal(INVALID_REQUEST, reason, request_id_in(text))]
 
 
-def _too_large(start: bytes, max_message_bytes: int) -> JSONRPCError:
+def too_large(start: bytes, max_message_bytes: int) -> JSONRPCError:
     """The refusal of a line longer than ``max_message_bytes`` that begins with ``start``."""
     from mcp.types import INVALID_REQUEST
 
     reason = f"Invalid Request: the message is larger than {max_message_bytes:,} bytes, the most this server reads"
-    return _refusal(INVALID_REQUEST, reason, _request_id(start[:_ID_SCAN_CHARS].decode("utf-8", "replace")))
+    return refusal(INVALID_REQUEST, reason, request_id_in(start[:_ID_SCAN_CHARS].decode("utf-8", "replace")))
