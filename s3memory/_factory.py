@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast, get_args, overload
 
 from ._core.access import AccessLog
-from ._core.memory import EncryptedMemory, Limits
+from ._core.limits import Limits
+from ._core.memory import EncryptedMemory
 from ._core.mounts import Mount, MountedMemory, check_mounts
 from ._core.protocol import Memory
 from ._core.quarantine import DEFAULT_INSTRUCTION_POLICY, InstructionPolicy
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 
 KeyMode = Literal["tenant", "kms"]
 SensitiveDataPolicy = Literal["refuse", "redact", "allow"]
+KEY_MODES: tuple[KeyMode, ...] = get_args(KeyMode)
+SENSITIVE_DATA_POLICIES: tuple[SensitiveDataPolicy, ...] = get_args(SensitiveDataPolicy)
+DEFAULT_SENSITIVE_DATA: SensitiveDataPolicy = "refuse"
 
 
 class MemoryOptions(TypedDict, total=False):
@@ -61,31 +66,68 @@ def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = 
     return new_client("kms", region_name=region, timeout=timeout)
 
 
-def _open_store(
-    *,
-    user_id: str,
-    bucket: str | None = None,
-    s3_client: Any | None = None,
-    store: ObjectStore | None = None,
-    prefix: str = "",
-    master_key: bytes | None = None,
-    kms_key_id: str | None = None,
-    kms_client: Any | None = None,
-    key_mode: KeyMode = "tenant",
-    limits: Limits | None = None,
-    key_cache: KeyCache | None = None,
-    encrypt_names: bool = False,
-    sensitive_data: SensitiveDataPolicy | Callable[[str], str] = "refuse",
-    track_access: bool = False,
-    timeout: float | None = None,
-    access_log: AccessLog | None = None,
-    actor: str = DEFAULT_ACTOR,
-    instruction_policy: InstructionPolicy = DEFAULT_INSTRUCTION_POLICY,
-    shown_root: str = ROOT,
-    read_only: bool = False,
-) -> EncryptedMemory:
-    """:func:`open_memory` for one store (the own one, or one mounted at ``shown_root``)."""
-    layout = TenantLayout(user_id, prefix)
+#: The one list of the options' defaults: each option not given is the value here, else None;
+#: ``user_id`` has none (:func:`open_memory` requires it). :func:`open_memory`'s signature is
+#: made of :class:`MemoryOptions` and these, and :class:`~s3memory.Settings` starts from them.
+OPTION_DEFAULTS: MemoryOptions = {
+    "prefix": "",
+    "key_mode": "tenant",
+    "encrypt_names": False,
+    "sensitive_data": DEFAULT_SENSITIVE_DATA,
+    "track_access": False,
+    "actor": DEFAULT_ACTOR,
+    "instruction_policy": DEFAULT_INSTRUCTION_POLICY,
+}
+REQUIRED_OPTION = "user_id"
+#: Every option but the required one, with its default.
+_EVERY_DEFAULT = cast(
+    MemoryOptions,
+    {name: OPTION_DEFAULTS.get(name) for name in MemoryOptions.__annotations__ if name != REQUIRED_OPTION},
+)
+
+
+def _with_defaults(options: Mapping[str, Any]) -> MemoryOptions:
+    """``options`` and the default of each option not given; refused with the ``TypeError``
+    Python raises for a call of :func:`open_memory` with a name that is not an option, or
+    without ``user_id``."""
+    unknown = next((name for name in options if name not in MemoryOptions.__annotations__), None)
+    if unknown is not None:
+        raise TypeError(f"open_memory() got an unexpected keyword argument {unknown!r}")
+    if REQUIRED_OPTION not in options:
+        raise TypeError(f"open_memory() missing 1 required keyword-only argument: {REQUIRED_OPTION!r}")
+    return cast(MemoryOptions, {**_EVERY_DEFAULT, **options})
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _taking_each_option(function: F) -> F:
+    """``function(*, mounts=None, **options)`` described as taking each option by name, with its
+    type and default (``inspect.signature``, ``help()``, ``typing.get_type_hints``): the
+    signature :func:`open_memory` has, made of :class:`MemoryOptions` and
+    :data:`OPTION_DEFAULTS` rather than written a third time."""
+    described: Any = function
+    own = dict(described.__annotations__)  # mounts, options, return
+    hints = {name: getattr(hint, "__forward_arg__", hint) for name, hint in MemoryOptions.__annotations__.items()}
+    hints["mounts"] = own["mounts"]
+    keyword, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
+    defaults: dict[str, Any] = {**_EVERY_DEFAULT, "mounts": None}
+    parameters = [
+        inspect.Parameter(name, keyword, default=defaults.get(name, empty), annotation=hint)
+        for name, hint in hints.items()
+    ]
+    described.__signature__ = inspect.Signature(parameters, return_annotation=own["return"])
+    described.__annotations__ = {**hints, "return": own["return"]}
+    return function
+
+
+def _open_store(options: MemoryOptions, *, shown_root: str = ROOT, read_only: bool = False) -> EncryptedMemory:
+    """:func:`open_memory` for one store (the own one, or one mounted at ``shown_root``), with
+    every option given (:func:`_with_defaults`)."""
+    store, bucket, s3_client, timeout = options["store"], options["bucket"], options["s3_client"], options["timeout"]
+    master_key, kms_key_id, kms_client = options["master_key"], options["kms_key_id"], options["kms_client"]
+    key_mode, encrypt_names, sensitive_data = options["key_mode"], options["encrypt_names"], options["sensitive_data"]
+    layout = TenantLayout(options["user_id"], options["prefix"])
     if timeout is not None:
         from ._aws.clients import check_timeout
 
@@ -100,6 +142,7 @@ def _open_store(
         store = S3Store(bucket, s3_client)
     elif bucket is not None:
         raise ConfigurationError("give either bucket=... or store=..., not both")
+    key_cache = options["key_cache"]
     cache = key_cache if key_cache is not None else process_key_cache()
     if not isinstance(encrypt_names, bool):
         raise ConfigurationError("encrypt_names must be True or False")
@@ -160,19 +203,20 @@ def _open_store(
         screen_edit = candidate if callable(candidate) else None
     else:
         raise ConfigurationError('sensitive_data must be "refuse", "redact", "allow" or a callable')
+    track_access = options["track_access"]
     if not isinstance(track_access, bool):
         raise ConfigurationError("track_access must be True or False")
     return EncryptedMemory(
         store=store,
         layout=layout,
         keyring=keyring,
-        limits=limits,
+        limits=options["limits"],
         screen_text=screen,
         screen_edit=screen_edit,
         track_access=track_access,
-        access_log=access_log,
-        actor=validate_actor(actor),
-        instruction_policy=instruction_policy,
+        access_log=options["access_log"],
+        actor=validate_actor(options["actor"]),
+        instruction_policy=options["instruction_policy"],
         shown_root=shown_root,
         read_only=read_only,
         history_key=HistoryKey(
@@ -193,30 +237,10 @@ def _open_store(
 def open_memory(*, mounts: None = None, **options: Unpack[MemoryOptions]) -> EncryptedMemory: ...
 @overload
 def open_memory(*, mounts: Sequence[Mount], **options: Unpack[MemoryOptions]) -> MountedMemory: ...
-# The overloads take MemoryOptions, where user_id is optional (a tool may get memory=
-# instead); here user_id is required, which mypy counts as not accepting every call.
-def open_memory(  # type: ignore[misc]
-    *,
-    user_id: str,
-    bucket: str | None = None,
-    s3_client: Any | None = None,
-    store: ObjectStore | None = None,
-    prefix: str = "",
-    master_key: bytes | None = None,
-    kms_key_id: str | None = None,
-    kms_client: Any | None = None,
-    key_mode: KeyMode = "tenant",
-    limits: Limits | None = None,
-    key_cache: KeyCache | None = None,
-    encrypt_names: bool = False,
-    sensitive_data: SensitiveDataPolicy | Callable[[str], str] = "refuse",
-    track_access: bool = False,
-    timeout: float | None = None,
-    access_log: AccessLog | None = None,
-    actor: str = DEFAULT_ACTOR,
-    instruction_policy: InstructionPolicy = DEFAULT_INSTRUCTION_POLICY,
-    mounts: Sequence[Mount] | None = None,
-) -> Memory:
+# Python sees the options as **options; inspect.signature, help() and typing.get_type_hints
+# see each of them by name, with its type and default (_taking_each_option).
+@_taking_each_option
+def open_memory(*, mounts: Sequence[Mount] | None = None, **options: Unpack[MemoryOptions]) -> Memory:
     """Build the memory of one user.
 
     Args:
@@ -267,27 +291,26 @@ def open_memory(  # type: ignore[misc]
     Raises:
         ConfigurationError: for an invalid user id, master key or combination of options.
     """
-    # Every argument but ``mounts``, as given: the own store and each mount are opened with them.
-    options = cast(MemoryOptions, {name: value for name, value in locals().items() if name != "mounts"})
+    given = _with_defaults(options)  # the own store and each mount are opened with them
     if mounts is None:
-        return _open_store(**options)
-    checked = check_mounts(mounts, validate_tenant(options["user_id"]))
-    if options.get("kms_key_id") is not None and options.get("kms_client") is None:
-        options["kms_client"] = default_kms_client(options.get("s3_client"), timeout=options.get("timeout"))
-    own = _open_store(**options)
+        return _open_store(given)
+    checked = check_mounts(mounts, validate_tenant(given["user_id"]))
+    if given["kms_key_id"] is not None and given["kms_client"] is None:
+        given["kms_client"] = default_kms_client(given["s3_client"], timeout=given["timeout"])
+    own = _open_store(given)
     # Every mount on the very same store (one client, one connection pool) and KMS client.
-    shared: MemoryOptions = {**options, "store": own.store, "bucket": None, "s3_client": None}
+    shared: MemoryOptions = {**given, "store": own.store, "bucket": None, "s3_client": None}
     mounted = []
     for mount in checked:
         mount_options: MemoryOptions = {
             **shared,
             "user_id": mount.user_id,
-            "track_access": bool(options.get("track_access", False)) and not mount.read_only,
+            "track_access": bool(given["track_access"]) and not mount.read_only,
         }
         if mount.encrypt_names is not None:
             mount_options["encrypt_names"] = mount.encrypt_names
         mounted.append(
-            (mount, _open_store(**mount_options, shown_root=mount.path.rstrip("/"), read_only=mount.read_only))
+            (mount, _open_store(mount_options, shown_root=mount.path.rstrip("/"), read_only=mount.read_only))
         )
     return MountedMemory(own, mounted)
 

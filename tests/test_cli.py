@@ -510,13 +510,13 @@ def test_progress_bars_are_drawn_only_on_a_terminal(home: Path, monkeypatch: pyt
     assert run("rename", "/memories/d", "/memories/e").stdout == "Successfully renamed /memories/d to /memories/e\n"
     assert seen == [None]  # stderr is not a terminal here
     monkeypatch.setattr(cli_module.sys.stderr, "isatty", lambda: True, raising=False)
-    state = cli_module._State()
+    state = cli_module.Invocation()
     assert state.progress
     state.quiet = True
     assert not state.progress
     state.quiet, state.json = False, True
     assert not state.progress
-    monkeypatch.setattr(cli_module._State, "progress", True)
+    monkeypatch.setattr(cli_module.Invocation, "progress", True)
     moved = run("rename", "/memories/e", "/memories/f")
     assert moved.stdout == "Successfully renamed /memories/e to /memories/f\n"  # the answer alone on stdout
     assert callable(seen[-1])

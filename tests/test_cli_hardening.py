@@ -178,7 +178,7 @@ def test_ls_escapes_names_from_elsewhere(home: Path, monkeypatch: pytest.MonkeyP
 def test_import_failure_lines_and_progress_escape_names(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_module._State, "progress", True)  # as on a terminal
+    monkeypatch.setattr(cli_module.Invocation, "progress", True)  # as on a terminal
     source = tmp_path / "in"
     source.mkdir()
     (source / "a\x1b]0;pwned\x07.md").write_text("x")

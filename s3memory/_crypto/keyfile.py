@@ -2,7 +2,7 @@
 
 :func:`load_or_create_master_key` reads the base64 master key of the embedded default
 (:class:`~s3memory._config.Settings` says where it is), creating it 0600 on first use;
-:func:`_private_directory` creates a data directory 0700. A file or directory that another
+:func:`private_directory` creates a data directory 0700. A file or directory that another
 user owns or may write to (or, for the key, read) is refused with ``ConfigurationError``
 and the fix, never trusted, and the key file is never read through a symbolic link.
 """
@@ -22,7 +22,7 @@ from .._errors import ConfigurationError
 from .keydocs import generate_master_key
 
 
-def _private_directory(path: Path, *, what: str) -> None:
+def private_directory(path: Path, *, what: str) -> None:
     """Create ``path`` and its missing parents (0700); refuse it (``ConfigurationError``) if
     another user owns it or group or others may write to it, who could plant or swap files."""
     missing = []
@@ -67,7 +67,7 @@ def load_or_create_master_key(path: Path) -> bytes:
     path = Path(path)
     directory = path.parent
     if not os.path.lexists(directory):
-        _private_directory(directory, what="directory of the master key file")
+        private_directory(directory, what="directory of the master key file")
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:

@@ -7,13 +7,12 @@ The six tool commands print exactly what the model would see, so scripts can rel
 
 This module is the entry point: the group :data:`cli` and its global options, the memory
 commands (the six tool commands, ``ls``, ``cat``), ``demo``, ``mcp`` and :func:`main`; the
-group also gets the commands of ``_cli_bulk`` (import, export), ``_cli_governance`` (info,
-init, expire, rotate-key, erase-user, policy), ``_cli_history`` (history, show, restore,
-redact, log) and ``_cli_review`` (review, approve, reject). ``_cli_output`` holds what they
-all share (options, state, exit statuses) and says how untrusted text is printed and
-settings are read. The module is a little longer than
-400 lines by the group's help (its epilog: examples, output, exit statuses), kept whole with
-the group it documents.
+group also gets the commands of ``bulk`` (import, export), ``admin`` (info, init, expire,
+rotate-key, erase-user, policy), ``history`` (history, show, restore, redact, log) and
+``review`` (review, approve, reject). ``output`` holds what they all share (options, state,
+exit statuses) and says how untrusted text is printed and settings are read. The module is a
+little longer than 400 lines by the group's help (its epilog: examples, output, exit
+statuses), kept whole with the group it documents.
 """
 
 from __future__ import annotations
@@ -33,12 +32,8 @@ from .._core.memory import FileEntry
 from .._core.protocol import Memory
 from .._errors import ConfigurationError, S3MemoryError
 from .._render import format_size
-from . import admin as _cli_governance
-from . import bulk as _cli_bulk
-from . import history as _cli_history
-from . import review as _cli_review
+from . import admin, bulk, history, review
 from .output import (
-    _LOG_HANDLER,
     EXIT_CONFIGURATION,
     EXIT_INTERRUPTED,
     EXIT_PIPE_CLOSED,
@@ -46,22 +41,22 @@ from .output import (
     EXIT_STORAGE,
     EXIT_UNEXPECTED,
     EXIT_USAGE,
+    LOG_HANDLER,
     ROOT,
-    _command,
-    _console,
-    _die,
-    _fail,
-    _option,
-    _output_options,
-    _PipeClosed,
-    _print_json,
-    _PrintableStream,
-    _progress,
-    _state,
-    _tree,
+    PipeClosed,
+    PrintableStream,
+    command,
+    die,
+    fail,
+    global_options,
+    invocation,
+    memory_tree,
+    print_json,
     printable,
+    progress_bar,
+    rich_console,
 )
-from .output import _State as _State  # tests reach it here
+from .output import Invocation as Invocation  # tests reach it here
 
 __all__ = [
     "EXIT_CONFIGURATION",
@@ -130,26 +125,7 @@ Shell completion (bash; zsh and fish alike with zsh_source, fish_source):
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@_option("home")
-@_option("store_dir")
-@_option("master_key_file")
-@_option("user")
-@_option("bucket")
-@_option("prefix")
-@_option("kms_key_id")
-@_option("key_mode")
-@_option("endpoint_url")
-@_option("region")
-@_option("timeout")
-@_option("sensitive_data")
-@_option("instruction_policy")
-@_option("track_access")
-@_option("encrypt_names")
-@_option("mounts")
-@_output_options()[0]
-@_output_options()[1]
-@_output_options()[2]
-@_output_options()[3]
+@global_options
 @click.version_option(package_name="s3memory")
 @click.pass_context
 def cli(ctx: click.Context, /, **options: Any) -> None:
@@ -159,20 +135,20 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
     file: `s3memory init` creates it (mode 0600), and so does the first use of the default
     one; a --master-key-file that does not exist is an error, never a new key.
     """
-    _state(ctx).merge(options)  # the settings are read by the commands that use them
+    invocation(ctx).merge(options)  # the settings are read by the commands that use them
 
 
 # -- the six tool commands ----------------------------------------------------------------
-def _run(ctx: click.Context, command: Callable[[Memory], str], *, confirmation: bool = True) -> None:
+def _run(ctx: click.Context, tool_command: Callable[[Memory], str], *, confirmation: bool = True) -> None:
     """Run a tool command on the tree (the user's memory and its mounts); print its answer
     (a ``confirmation`` of a change is left out with --quiet)."""
-    with _tree(ctx) as memory:
-        answer = command(memory)
-    if not (confirmation and _state(ctx).quiet):
+    with memory_tree(ctx) as memory:
+        answer = tool_command(memory)
+    if not (confirmation and invocation(ctx).quiet):
         click.echo(printable(answer, lines=True))
 
 
-@_command()
+@command()
 @click.argument("path", default=ROOT)
 @click.option(
     "--range", "view_range", nargs=2, type=int, metavar="START END", help="lines START..END (END -1: to the end)"
@@ -183,7 +159,7 @@ def view(ctx: click.Context, path: str, view_range: tuple[int, int] | None) -> N
     _run(ctx, lambda m: m.view(path, list(view_range) if view_range else None), confirmation=False)
 
 
-@_command()
+@command()
 @click.argument("path")
 @click.argument("text", required=False)
 @click.pass_context
@@ -196,7 +172,7 @@ def create(ctx: click.Context, path: str, text: str | None) -> None:
     _run(ctx, lambda m: m.create(path, content))
 
 
-@_command("str-replace")
+@command("str-replace")
 @click.argument("path")
 @click.argument("old")
 @click.argument("new")
@@ -206,7 +182,7 @@ def str_replace(ctx: click.Context, path: str, old: str, new: str) -> None:
     _run(ctx, lambda m: m.str_replace(path, old, new))
 
 
-@_command()
+@command()
 @click.argument("path")
 @click.argument("line", type=int)
 @click.argument("text")
@@ -216,7 +192,7 @@ def insert(ctx: click.Context, path: str, line: int, text: str) -> None:
     _run(ctx, lambda m: m.insert(path, line, text))
 
 
-@_command()
+@command()
 @click.argument("path")
 @click.pass_context
 def delete(ctx: click.Context, path: str) -> None:
@@ -224,7 +200,7 @@ def delete(ctx: click.Context, path: str) -> None:
     _run(ctx, lambda m: m.delete(path))
 
 
-@_command()
+@command()
 @click.argument("old_path")
 @click.argument("new_path")
 @click.pass_context
@@ -232,7 +208,7 @@ def rename(ctx: click.Context, old_path: str, new_path: str) -> None:
     """Rename or move a file or a directory. Never overwrites. A progress bar on a terminal."""
 
     def move(memory: Memory) -> str:
-        with _progress(ctx, f"renaming {old_path}", transient=True) as progress:
+        with progress_bar(ctx, f"renaming {old_path}", transient=True) as progress:
             return memory.rename(old_path, new_path, progress=progress)
 
     _run(ctx, move)
@@ -253,7 +229,7 @@ def _children(entries: list[FileEntry], directory: str) -> list[tuple[str, int]]
     return sorted(sizes.items())
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.argument("path", default=ROOT)
 @click.option("-r", "--recursive", is_flag=True, help="every file below PATH, not only its children")
 @click.pass_context
@@ -265,16 +241,16 @@ def ls(ctx: click.Context, path: str, recursive: bool) -> None:
              "entries": [{"path": ..., "type": "file" or "directory", "bytes": N}]}
     (a directory's bytes: the total of the files below it).
     """
-    with _tree(ctx) as memory:
+    with memory_tree(ctx) as memory:
         entries = memory.list_files(path)
     rows = [(e.path, e.size) for e in entries] if recursive else _children(entries, path)
     total = sum(e.size for e in entries)
-    if _state(ctx).json:
+    if invocation(ctx).json:
         listed = [
             {"path": name.rstrip("/"), "type": "directory" if name.endswith("/") else "file", "bytes": size}
             for name, size in rows
         ]
-        _print_json({"path": path, "recursive": recursive, "files": len(entries), "bytes": total, "entries": listed})
+        print_json({"path": path, "recursive": recursive, "files": len(entries), "bytes": total, "entries": listed})
         return
     from rich.table import Table
     from rich.text import Text
@@ -285,22 +261,22 @@ def ls(ctx: click.Context, path: str, recursive: bool) -> None:
     table.add_column("path", overflow="fold")  # a name cut short could pass for another
     for name, size in rows:
         table.add_row(format_size(size), str(size), Text(printable(name, name=True)))
-    console = _console()
+    console = rich_console()
     console.print(table)
     console.print(Text(f"{len(entries)} file(s), {format_size(total)}", style="dim"))
 
 
-@_command()
+@command()
 @click.argument("path")
 @click.pass_context
 def cat(ctx: click.Context, path: str) -> None:
     """Print a file's text as stored, without line numbers (terminal controls escaped: see --help)."""
-    with _tree(ctx) as memory:
+    with memory_tree(ctx) as memory:
         text = memory.read_text(path)
     click.echo(printable(text, lines=True), nl=False)
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.argument("query")
 @click.option("--path", "path_prefix", metavar="DIR", help="only files in this directory [/memories]")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100), help="at most this many files")
@@ -314,20 +290,20 @@ def search(ctx: click.Context, query: str, path_prefix: str | None, limit: int) 
     --json: {"query": QUERY, "path": DIR, "results": [{"path": ..., "lines":
              [{"line": N, "text": ...}]}]}
     """
-    with _tree(ctx) as memory:
-        if not _state(ctx).json:
+    with memory_tree(ctx) as memory:
+        if not invocation(ctx).json:
             answer = memory.search_answer(query, path_prefix, limit)
         else:
             results = memory.search(query, path_prefix, limit)
-    if not _state(ctx).json:
+    if not invocation(ctx).json:
         click.echo(printable(answer, lines=True))
         return
     found = [{"path": r.path, "lines": [{"line": n, "text": text} for n, text in r.lines]} for r in results]
-    _print_json({"query": query, "path": path_prefix or ROOT, "results": found})
+    print_json({"query": query, "path": path_prefix or ROOT, "results": found})
 
 
 # -- programs -----------------------------------------------------------------------------
-@_command()
+@command()
 @click.option("--scripted", is_flag=True, help="the scripted model, even with ANTHROPIC_API_KEY set (no network)")
 def demo(scripted: bool) -> None:
     """An agent remembering across two sessions, in a throwaway local memory.
@@ -342,14 +318,14 @@ def demo(scripted: bool) -> None:
     api_key = None if scripted else os.environ.get("ANTHROPIC_API_KEY") or None
     # The model's words and the memory's contents go to the terminal: escape what could control it.
     try:
-        run_demo(cast(TextIO, _PrintableStream(sys.stdout)), api_key=api_key)
+        run_demo(cast(TextIO, PrintableStream(sys.stdout)), api_key=api_key)
     except DemoAPIError as error:
-        _die(str(error), EXIT_CONFIGURATION if error.configuration else EXIT_STORAGE)
+        die(str(error), EXIT_CONFIGURATION if error.configuration else EXIT_STORAGE)
     except OutputClosed:
-        raise _PipeClosed from None
+        raise PipeClosed from None
 
 
-@_command()
+@command()
 @click.option(
     "--allow-restore/--no-allow-restore",
     default=None,
@@ -369,7 +345,7 @@ def mcp(ctx: click.Context, allow_restore: bool | None) -> None:
     from ..mcp_server import serve_stdio
 
     try:
-        settings: Settings | None = _state(ctx).settings()
+        settings: Settings | None = invocation(ctx).settings()
         problem: ConfigurationError | None = None
     except ConfigurationError as error:
         settings, problem = None, ConfigurationError(in_setting_names(str(error)))
@@ -378,13 +354,13 @@ def mcp(ctx: click.Context, allow_restore: bool | None) -> None:
     try:
         serve_stdio(settings, configuration_error=problem, **restore)
     except S3MemoryError as error:
-        _fail(error)
+        fail(error)
 
 
 # -- the group's commands: these, and those of the bulk and governance modules ------------
 for _registered in (view, create, str_replace, insert, delete, rename, ls, cat, search, demo, mcp):
     cli.add_command(_registered)
-for _registered in (*_cli_bulk.COMMANDS, *_cli_governance.COMMANDS, *_cli_history.COMMANDS, *_cli_review.COMMANDS):
+for _registered in (*bulk.COMMANDS, *admin.COMMANDS, *history.COMMANDS, *review.COMMANDS):
     cli.add_command(_registered)
 
 
@@ -424,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                 return _no_more_output()
             sys.stdout.flush()
             return exit_.code if isinstance(exit_.code, int) else EXIT_REFUSED
-    except (_PipeClosed, BrokenPipeError):
+    except (PipeClosed, BrokenPipeError):
         return _no_more_output()
     except OSError as error:
         if error.errno != errno.EPIPE:
@@ -437,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
 def _unexpected(error: BaseException) -> int:
     if (
         logging.getLogger("s3memory").isEnabledFor(logging.DEBUG)
-        and _LOG_HANDLER in logging.getLogger("s3memory").handlers
+        and LOG_HANDLER in logging.getLogger("s3memory").handlers
     ):
         import traceback
 

@@ -23,21 +23,21 @@ from .output import (
     EXIT_REFUSED,
     EXIT_USAGE,
     ROOT,
-    _command,
-    _console,
-    _die,
-    _fail,
-    _memory,
-    _print_json,
-    _progress,
-    _settings,
-    _state,
+    command,
+    die,
+    fail,
+    invocation,
+    own_memory,
+    print_json,
     printable,
+    progress_bar,
+    rich_console,
+    settings_or_exit,
 )
 
 
 # -- the store and its key ----------------------------------------------------------------
-@_command(json_output=True)
+@command(json_output=True)
 @click.pass_context
 def info(ctx: click.Context) -> None:
     """Show the tenant, where its memory is, how it is keyed, and its file count and size;
@@ -49,8 +49,8 @@ def info(ctx: click.Context) -> None:
              "kms_key_id": ... or null, "master_key_file": ... or null,
              "files": N, "directories": N, "bytes": N, "hidden_by_mounts": {MOUNT: N}}
     """
-    settings = _settings(ctx)
-    with _memory(ctx) as memory:
+    settings = settings_or_exit(ctx)
+    with own_memory(ctx) as memory:
         entries = memory.list_files(ROOT)
         tenant = memory.layout.tenant
         prefix = memory.layout.memory_prefix
@@ -58,8 +58,8 @@ def info(ctx: click.Context) -> None:
     total = sum(e.size for e in entries)
     hidden = {name: len(paths) for name, paths in shadowed_by((e.path for e in entries), settings.mounts).items()}
     local_key = settings.key_mode == "tenant" and not settings.kms_key_id
-    if _state(ctx).json:
-        _print_json(
+    if invocation(ctx).json:
+        print_json(
             {
                 "user": tenant,
                 "store": settings.location,
@@ -102,10 +102,10 @@ def info(ctx: click.Context) -> None:
         ),
     ):
         table.add_row(label, Text(value))
-    _console().print(table)
+    rich_console().print(table)
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.pass_context
 def init(ctx: click.Context) -> None:
     """Create the local master key file (mode 0600) where the settings put it:
@@ -119,11 +119,11 @@ def init(ctx: click.Context) -> None:
     --json: {"master_key_file": ... or null, "created": bool, "kms_key_id": ... or null}
     """
 
-    settings = _settings(ctx)
-    state = _state(ctx)
+    settings = settings_or_exit(ctx)
+    state = invocation(ctx)
     if settings.kms_key_id:
         if state.json:
-            _print_json({"master_key_file": None, "created": False, "kms_key_id": settings.kms_key_id})
+            print_json({"master_key_file": None, "created": False, "kms_key_id": settings.kms_key_id})
         elif not state.quiet:
             kms_key = printable(settings.kms_key_id, name=True)
             click.echo(f"nothing to create: the KMS key {kms_key} wraps the keys at {printable(settings.location)}")
@@ -132,10 +132,10 @@ def init(ctx: click.Context) -> None:
     try:
         created = settings.create_master_key()
     except S3MemoryError as error:
-        _fail(error)
+        fail(error)
     shown = printable(path, name=True)
     if state.json:
-        _print_json({"master_key_file": str(path), "created": created, "kms_key_id": None})
+        print_json({"master_key_file": str(path), "created": created, "kms_key_id": None})
     elif not state.quiet:
         if created:
             click.echo(f"created the master key file {shown} (mode 0600); back it up: without it nothing decrypts")
@@ -144,7 +144,7 @@ def init(ctx: click.Context) -> None:
 
 
 # -- expiry, key rotation, erasure, IAM documents -----------------------------------------
-@_command(json_output=True)
+@command(json_output=True)
 @click.option("--days", type=click.FloatRange(min=0), required=True, help="not read or written for this many days")
 @click.option("--delete", is_flag=True, help="delete them (default: only list them for review)")
 @click.pass_context
@@ -162,16 +162,16 @@ def expire(ctx: click.Context, days: float, delete: bool) -> None:
 
     from .._admin.expiry import expire_memories
 
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         report = expire_memories(memory, older_than_days=days, delete=delete)
 
     def when(stale: Any, spec: str) -> str:
         return datetime.datetime.fromtimestamp(stale.last_access, datetime.timezone.utc).strftime(spec)
 
-    state = _state(ctx)
+    state = invocation(ctx)
     if state.json:
         stale = [{"path": s.path, "bytes": s.size, "last_access": when(s, "%Y-%m-%dT%H:%M:%SZ")} for s in report.stale]
-        _print_json({"days": days, "stale": stale, "deleted": report.deleted, "kept_changed": report.kept_changed})
+        print_json({"days": days, "stale": stale, "deleted": report.deleted, "kept_changed": report.kept_changed})
         return
     for stale_memory in report.stale:
         click.echo(
@@ -185,7 +185,7 @@ def expire(ctx: click.Context, days: float, delete: bool) -> None:
         click.echo(f"{verb} {len(report.stale)} memory file(s) not accessed for {days:g} day(s)", err=True)
 
 
-@_command("rotate-key", json_output=True)
+@command("rotate-key", json_output=True)
 @click.option(
     "--retire-after",
     type=click.FloatRange(min=0),
@@ -205,11 +205,11 @@ def rotate_key(ctx: click.Context, retire_after: float | None) -> None:
     """
     from .._admin.lifecycle import rotate_tenant_key
 
-    with _memory(ctx) as memory, _progress(ctx, "re-wrapping data keys") as progress:
+    with own_memory(ctx) as memory, progress_bar(ctx, "re-wrapping data keys") as progress:
         report = rotate_tenant_key(memory, retire_after=retire_after, progress=progress)
-    state = _state(ctx)
+    state = invocation(ctx)
     if state.json:
-        _print_json(
+        print_json(
             {
                 "user": report.tenant,
                 "kid": report.kid,
@@ -254,7 +254,7 @@ def _iso(seconds: float | None) -> str | None:
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@_command("erase-user")
+@command("erase-user")
 @click.option("--yes", is_flag=True, help="confirm: this destroys the user's memory for good")
 @click.pass_context
 def erase_user(ctx: click.Context, yes: bool) -> None:
@@ -264,19 +264,19 @@ def erase_user(ctx: click.Context, yes: bool) -> None:
     """
     from .._admin.lifecycle import erase_tenant
 
-    settings = _settings(ctx)
+    settings = settings_or_exit(ctx)
     if not yes:
-        _die(f"Error: erasing user {settings.user!r} at {settings.location} cannot be undone; add --yes", EXIT_USAGE)
-    with _memory(ctx) as memory:
+        die(f"Error: erasing user {settings.user!r} at {settings.location} cannot be undone; add --yes", EXIT_USAGE)
+    with own_memory(ctx) as memory:
         report = erase_tenant(memory)
-    if not _state(ctx).quiet:
+    if not invocation(ctx).quiet:
         how = "keys destroyed (crypto-shredded)" if report.shredded else "no per-user key to destroy (KMS mode)"
         click.echo(
             f"erased {printable(report.tenant, name=True)}: {how}; {report.versions_deleted} object version(s) deleted"
         )
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.option("--memory-role-arn", required=True, help="the role whose sessions are tagged with the user")
 @click.option("--agent-role-arn", required=True, help="the function's own role, which assumes the memory role")
 @click.option("--kms-key-arn", help="the KMS key (also named in the role policy)")
@@ -306,7 +306,7 @@ def policy(ctx: click.Context, /, **options: Any) -> None:
     """
     from .._admin.policy import deployment_documents
 
-    settings = _settings(ctx)
+    settings = settings_or_exit(ctx)
     out: Path | None = options.pop("out")
     try:
         if not settings.bucket:
@@ -326,7 +326,7 @@ def policy(ctx: click.Context, /, **options: Any) -> None:
             read_only_mounts=options["read_only_mounts"],
         )
     except S3MemoryError as error:
-        _fail(error)
+        fail(error)
     if out is None:
         click.echo(json.dumps(documents, indent=2))
         return
@@ -335,7 +335,7 @@ def policy(ctx: click.Context, /, **options: Any) -> None:
             out.mkdir(parents=True, exist_ok=True)
             (out / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
         except OSError as error:
-            _die(f"cannot write {out / name}.json: {error.strerror or error}", EXIT_REFUSED)
+            die(f"cannot write {out / name}.json: {error.strerror or error}", EXIT_REFUSED)
         click.echo(printable(out / f"{name}.json", name=True))
 
 

@@ -34,15 +34,15 @@ from .output import (
     EXIT_CONFIGURATION,
     EXIT_REFUSED,
     ROOT,
-    _command,
-    _die,
-    _Interrupted,
-    _print_json,
-    _progress,
-    _state,
-    _status,
-    _tree,
+    Interrupted,
+    command,
+    die,
+    exit_status,
+    invocation,
+    memory_tree,
+    print_json,
     printable,
+    progress_bar,
 )
 
 FORMATS = ("folder", "managed")  # import and export --format
@@ -61,9 +61,9 @@ def _bulk(
 ) -> list[tuple[str, Exception]]:
     """Run ``jobs`` concurrently (a progress bar on a terminal); return the failures (name, error)
     by name. On Ctrl-C the jobs not yet started are cancelled and those running finish (so no
-    file is left half-written); then :class:`_Interrupted` says how many were done."""
+    file is left half-written); then :class:`Interrupted` says how many were done."""
     failures: list[tuple[str, Exception]] = []
-    with _progress(ctx, title) as progress:
+    with progress_bar(ctx, title) as progress:
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3memory-bulk")
         futures: dict[Future[object], str] = {}
         try:
@@ -82,7 +82,7 @@ def _bulk(
             # only a worker marks a cancelled future "notified", and none will pick them up.)
             wait([future for future in futures if not future.cancelled()])
             finished = sum(1 for f in futures if not f.cancelled() and f.exception() is None)
-            raise _Interrupted(f"{verb} {finished} of {len(jobs)} file(s); the others were not started") from None
+            raise Interrupted(f"{verb} {finished} of {len(jobs)} file(s); the others were not started") from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     return sorted(failures, key=lambda failure: failure[0])
@@ -91,7 +91,7 @@ def _bulk(
 def _explain(error: Exception) -> tuple[str, int]:
     """One file's failure: the message and the exit status it calls for."""
     if isinstance(error, S3MemoryError):
-        return str(error), _status(error)
+        return str(error), exit_status(error)
     if isinstance(error, OSError):  # what _local_error did not foresee: still one file's failure
         return f"Error: {error.strerror or error}", EXIT_REFUSED
     return str(error), EXIT_REFUSED  # _Skipped
@@ -116,12 +116,12 @@ def _report(
     ``document`` with ``failed``; exit with the worst failure's status (storage outranks refusal).
     ``kept`` and ``skipped`` are counted, not failures (``kept`` is named with --verbose); the
     summary goes to stderr where stdout carries the export itself."""
-    state = _state(ctx)
+    state = invocation(ctx)
     explained = [(name, *_explain(error)) for name, error in failures]
     if state.json:
         entry = failed_entry or (lambda name, message, status: {"path": name, "error": message, "status": status})
         document["failed"] = [entry(name, message, status) for name, message, status in explained]
-        _print_json(document)
+        print_json(document)
     else:
         if state.verbose:
             for name in kept:
@@ -154,7 +154,7 @@ _FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
 
 def _check_local_files_supported() -> None:
     if not (hasattr(os, "O_NOFOLLOW") and hasattr(os, "fwalk") and os.open in os.supports_dir_fd):
-        _die("import and export need O_NOFOLLOW and directory descriptors (a POSIX system)", EXIT_CONFIGURATION)
+        die("import and export need O_NOFOLLOW and directory descriptors (a POSIX system)", EXIT_CONFIGURATION)
 
 
 def _local_error(error: OSError, shown: str, folder: int | None = None, name: str = "") -> _Skipped:
@@ -249,7 +249,7 @@ def _local_files(top: int) -> Iterator[tuple[str, ...]]:
         yield from ((*base, name) for name in sorted(filter(visible, files)))
 
 
-@_command("import", json_output=True)
+@command("import", json_output=True)
 @click.argument("source", metavar="DIRECTORY|FILE", required=False, type=click.Path())
 @click.option(
     "--format",
@@ -301,7 +301,7 @@ def import_(ctx: click.Context, source: str | None, format_: str, target: str, r
     try:
         top = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
-        _die(f"cannot read {directory}: {error.strerror or error}", EXIT_REFUSED)
+        die(f"cannot read {directory}: {error.strerror or error}", EXIT_REFUSED)
     try:
         sources = list(_local_files(top))
 
@@ -316,7 +316,7 @@ def import_(ctx: click.Context, source: str | None, format_: str, target: str, r
 
             return job
 
-        with _tree(ctx) as memory:
+        with memory_tree(ctx) as memory:
             jobs = [(path, create(parts, path)) for parts in sources for path in [f"{base}/{'/'.join(parts)}"]]
             failures = _bulk(ctx, f"importing into {base}", "imported", jobs, workers)
     finally:
@@ -373,7 +373,7 @@ def _write_local_file(folder: int, name: str, data: bytes, *, replace: bool, sho
         raise
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.argument("destination", metavar="DIRECTORY|FILE", required=False, type=click.Path())
 @click.option(
     "--format",
@@ -433,7 +433,7 @@ def export(ctx: click.Context, destination: str | None, format_: str, source: st
 
         return job
 
-    with _tree(ctx) as memory:
+    with memory_tree(ctx) as memory:
         entries = memory.list_files(source)
         top = _open_destination(directory)
         try:
@@ -462,7 +462,7 @@ def _open_destination(directory: Path) -> int:
         if created:
             os.fchmod(top, 0o700)
     except OSError as error:
-        _die(f"cannot export to {directory}: {error.strerror or error}", EXIT_REFUSED)
+        die(f"cannot export to {directory}: {error.strerror or error}", EXIT_REFUSED)
     return top
 
 
@@ -508,7 +508,7 @@ def _memory_directory(path: str) -> str:
     try:
         return parse_path(path).display
     except InvalidPathError as error:
-        _die(str(error), EXIT_REFUSED)
+        die(str(error), EXIT_REFUSED)
 
 
 # -- --format managed ---------------------------------------------------------------------------
@@ -526,8 +526,8 @@ def _import_managed(ctx: click.Context, file: str, target: str, *, replace: bool
             with open(file, "rb") as stream:
                 data = stream.read()
     except OSError as error:
-        _die(f"cannot read {file}: {error.strerror or error}", EXIT_REFUSED)
-    with _tree(ctx) as memory:
+        die(f"cannot read {file}: {error.strerror or error}", EXIT_REFUSED)
+    with memory_tree(ctx) as memory:
         found = read_managed(data, base=base, max_path_bytes=memory.limits.max_path_bytes)
         admin = MemoryAdmin(memory)
         precondition = None if replace else NotExists()
@@ -570,14 +570,14 @@ def _import_managed(ctx: click.Context, file: str, target: str, *, replace: bool
 def _export_managed(ctx: click.Context, file: str, source: str, *, force: bool, workers: int) -> None:
     """Write every memory file below ``source`` to ``file`` (``-``: standard output) as JSON Lines."""
     to_stdout = file == "-"
-    if to_stdout and _state(ctx).json:
+    if to_stdout and invocation(ctx).json:
         raise click.UsageError("--json needs a FILE: the export itself goes to standard output", ctx)
     base = _memory_directory(source)
     folder, name = os.path.split(file)
     if not to_stdout and name in ("", ".", ".."):
         raise click.BadParameter(f"{file!r} names no file", ctx, param_hint="'FILE'")
     if not to_stdout and not force and os.path.lexists(file):  # before reading every memory
-        _die(f"{file} exists (use --force to overwrite)", EXIT_REFUSED)
+        die(f"{file} exists (use --force to overwrite)", EXIT_REFUSED)
     texts: dict[str, str] = {}
 
     def read(path: str) -> Callable[[], object]:
@@ -587,7 +587,7 @@ def _export_managed(ctx: click.Context, file: str, source: str, *, force: bool, 
 
         return job
 
-    with _tree(ctx) as memory:
+    with memory_tree(ctx) as memory:
         entries = memory.list_files(source)
         failures = _bulk(ctx, f"exporting {base}", "exported", [(e.path, read(e.path)) for e in entries], workers)
     memories = [
@@ -603,15 +603,15 @@ def _export_managed(ctx: click.Context, file: str, source: str, *, force: bool, 
         try:
             top = os.open(folder or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
         except OSError as error:
-            _die(f"cannot export to {file}: {error.strerror or error}", EXIT_REFUSED)
+            die(f"cannot export to {file}: {error.strerror or error}", EXIT_REFUSED)
         try:
             _write_local_file(top, name, data, replace=force, shown=file)
         except _Skipped as error:
-            _die(str(error), EXIT_REFUSED)
+            die(str(error), EXIT_REFUSED)
         finally:
             os.close(top)
     large = sorted(path for path, text in texts.items() if len(text.encode("utf-8")) > MANAGED_MAX_BYTES)
-    if not _state(ctx).json:
+    if not invocation(ctx).json:
         for path in large:
             size = len(texts[path].encode("utf-8"))
             click.echo(

@@ -27,13 +27,13 @@ from .output import (
     EXIT_REFUSED,
     EXIT_USAGE,
     ROOT,
-    _command,
-    _console,
-    _die,
-    _memory,
-    _print_json,
-    _state,
+    command,
+    die,
+    invocation,
+    own_memory,
+    print_json,
     printable,
+    rich_console,
 )
 
 
@@ -83,14 +83,14 @@ def _print_entries(entries: Sequence[MemoryVersion], *, with_path: bool, summary
         size = "-" if entry.size is None else format_size(entry.size)
         cells = [clock_time(entry.at), _name(entry.operation), actor, *([_name(entry.path)] if with_path else [])]
         table.add_row(*(Text(cell) for cell in [*cells, size, _name(entry.version), _verified(entry)]))
-    console = _console()
+    console = rich_console()
     console.print(table)
-    if not _state().quiet:
+    if not invocation().quiet:
         console.print(Text(summary, style="dim"))
 
 
 # -- one file ------------------------------------------------------------------------------
-@_command(json_output=True)
+@command(json_output=True)
 @click.argument("path")
 @click.pass_context
 def history(ctx: click.Context, path: str) -> None:
@@ -107,18 +107,18 @@ def history(ctx: click.Context, path: str) -> None:
               "current": bool, "verified": bool, "note": ...,
               "finding": what the instruction screen found, or null}, ...]
     """
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         entries = memory.history(path)
         if not entries:
             raise PathNotFoundError(f"Error: The path {path} has no history: nothing was ever written there.")
-    if _state(ctx).json:
-        _print_json([_as_json(entry) for entry in entries])
+    if invocation(ctx).json:
+        print_json([_as_json(entry) for entry in entries])
         return
     with_path = any(entry.path != path for entry in entries)  # the file had other names
     _print_entries(entries, with_path=with_path, summary=f"{len(entries)} version(s)")
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.argument("path")
 @click.option("--version", "version", required=True, metavar="VERSION", help="the version id, from `history`")
 @click.pass_context
@@ -128,15 +128,15 @@ def show(ctx: click.Context, path: str, version: str) -> None:
     \b
     --json: {"path": PATH, "version": VERSION, "text": ...}
     """
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         text = memory.read_version(path, version)
-    if _state(ctx).json:
-        _print_json({"path": path, "version": version, "text": text})
+    if invocation(ctx).json:
+        print_json({"path": path, "version": version, "text": text})
         return
     click.echo(printable(text, lines=True), nl=False)
 
 
-@_command()
+@command()
 @click.argument("path")
 @click.argument("version")
 @click.pass_context
@@ -145,13 +145,13 @@ def restore(ctx: click.Context, path: str, version: str) -> None:
 
     A deleted file comes back. The versions after it are kept: a restore can be undone by
     another."""
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         answer = memory.restore(path, version)
-    if not _state(ctx).quiet:
+    if not invocation(ctx).quiet:
         click.echo(printable(answer, lines=True))
 
 
-@_command()
+@command()
 @click.argument("path")
 @click.argument("version")
 @click.option("--yes", is_flag=True, help="confirm: the version's text is destroyed for good, wherever it is stored")
@@ -164,7 +164,7 @@ def redact(ctx: click.Context, path: str, version: str, yes: bool) -> None:
     with it; who made each and when stay in history. Never a text that is some file's current
     content: edit or delete that file first. Without --yes, says what would be destroyed and
     does nothing."""
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         if not yes:
             entries = memory.history(path)
             memory.read_version(path, version)  # the library's refusal if it is gone, or no content
@@ -173,10 +173,10 @@ def redact(ctx: click.Context, path: str, version: str, yes: bool) -> None:
                 raise VersionNotFoundError(f"Error: {path} has no version {version!r}.")
             shown = f"version {_name(version)} of {_name(entry.path)}"
             if entry.current:
-                _die(f"{shown} is its current content: edit or delete the file first, then redact it", EXIT_REFUSED)
+                die(f"{shown} is its current content: edit or delete the file first, then redact it", EXIT_REFUSED)
             size = "?" if entry.size is None else format_size(entry.size)
             made = f"{_name(entry.operation)} by {_name(entry.actor or 'unknown')} at {clock_time(entry.at)} UTC"
-            _die(
+            die(
                 f"redact destroys the text of {shown} ({made}, {size}) for good, with every stored copy "
                 "of it; its history entries stay. Add --yes to redact it",
                 EXIT_USAGE,
@@ -185,9 +185,9 @@ def redact(ctx: click.Context, path: str, version: str, yes: bool) -> None:
             answer = memory.redact(path, version)
         except ConfigurationError as error:
             if memory.store.keeps_versions():  # the current version: refused, not misconfigured
-                _die(str(error), EXIT_REFUSED)
+                die(str(error), EXIT_REFUSED)
             raise
-    if not _state(ctx).quiet:
+    if not invocation(ctx).quiet:
         click.echo(printable(answer, lines=True))
 
 
@@ -202,7 +202,7 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> date
         raise click.BadParameter(str(error), ctx, param) from None
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.option(
     "--path-prefix", default=ROOT, show_default=True, metavar="PATH", help="only changes under this directory"
 )
@@ -229,11 +229,11 @@ def log(ctx: click.Context, /, path_prefix: str, limit: int | None, **filters: A
         raise click.UsageError(
             f"--since {since.isoformat()} is after --until {until.isoformat()}: nothing can match", ctx
         )
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         entries = memory.changes(path_prefix, **filters)
     shown = entries if limit is None else entries[:limit]
-    if _state(ctx).json:
-        _print_json([_as_json(entry) for entry in shown])
+    if invocation(ctx).json:
+        print_json([_as_json(entry) for entry in shown])
         return
     summary = f"{len(entries)} change(s)" + (f", the newest {len(shown)} shown" if len(shown) < len(entries) else "")
     _print_entries(shown, with_path=True, summary=summary)

@@ -1,11 +1,13 @@
 """The command line's options, state and output, shared by its command modules.
 
-Here: :func:`printable` and the exit statuses; the global options (:func:`_option`,
-:func:`_output_options`), what a run was given (:class:`_State`), the command decorator
-(:func:`_command`) and the error, JSON, console and progress-bar printing every command uses.
-The commands are in ``cli`` (the group, the memory commands, ``main``), ``_cli_bulk``
-(import, export), ``_cli_governance`` (info, init, expire, rotate-key, erase-user, policy)
-and ``_cli_history`` (history, show, restore, redact, log); this module imports none of them.
+Here: :func:`printable` and the exit statuses; the global options (:func:`setting_option`,
+:func:`output_options`), what a run was given (:class:`Invocation`), the command decorator
+(:func:`command`) and the error, JSON, console and progress-bar printing every command uses.
+The commands are in ``cli`` (the group, the memory commands, ``main``), ``cli.bulk``
+(import, export), ``cli.admin`` (info, init, expire, rotate-key, erase-user, policy),
+``cli.history`` (history, show, restore, redact, log) and ``cli.review`` (review, approve,
+reject); this module imports none of them. The global options are made of the settings'
+table (``SETTINGS``, in ``_config``): a setting added there is an option here.
 
 Everything printed that did not come from the command line (names, file text, error messages)
 goes through :func:`printable` first: the model, whoever writes to the bucket and the files of
@@ -34,7 +36,7 @@ from typing import Any, NoReturn, TextIO, TypeVar
 
 import click
 
-from .._config import ENVIRONMENT, Settings, in_setting_names
+from .._config import SETTINGS, Settings, in_setting_names
 from .._core.memory import EncryptedMemory
 from .._core.mounts import MountedMemory, notice_shadowing
 from .._core.protocol import Memory
@@ -93,7 +95,7 @@ def printable(text: object, *, name: bool = False, lines: bool = False) -> str:
     return (_NAME_MAY_NEED_ESCAPE if name else _MAY_NEED_ESCAPE).sub(replace, str(text))
 
 
-class _PrintableStream:
+class PrintableStream:
     """Writes to ``stream`` what :func:`printable` makes of it (the demo prints the model's words)."""
 
     def __init__(self, stream: TextIO) -> None:
@@ -107,7 +109,7 @@ class _PrintableStream:
         self._stream.flush()
 
 
-def _status(error: S3MemoryError) -> int:
+def exit_status(error: S3MemoryError) -> int:
     if isinstance(error, ConfigurationError):
         return EXIT_CONFIGURATION
     if isinstance(error, (StorageError, IntegrityError)):
@@ -115,31 +117,18 @@ def _status(error: S3MemoryError) -> int:
     return EXIT_REFUSED
 
 
-def _die(message: str, status: int) -> NoReturn:
+def die(message: str, status: int) -> NoReturn:
     message = printable(message)  # messages quote paths and the store's own words
     click.echo(message if message.startswith("Error") else f"Error: {message}", err=True)
     sys.exit(status)
 
 
-def _fail(error: S3MemoryError) -> NoReturn:
+def fail(error: S3MemoryError) -> NoReturn:
     message = in_setting_names(str(error)) if isinstance(error, ConfigurationError) else str(error)
-    _die(message, _status(error))
+    die(message, exit_status(error))
 
 
 # -- global options ---------------------------------------------------------------------------
-_FLAGS = ("track_access", "encrypt_names")  # settings that are on/off flags
-_METAVARS = {
-    "home": "PATH",
-    "store_dir": "PATH",
-    "master_key_file": "PATH",
-    "key_mode": "[tenant|kms]",
-    "sensitive_data": "[refuse|redact|allow]",
-    "instruction_policy": "[flag|quarantine|allow]",
-    "timeout": "SECONDS",
-    "endpoint_url": "URL",
-    "kms_key_id": "KEY",
-    "mounts": "JSON|@FILE",
-}
 _OUTPUT = ("json_output", "quiet", "verbose", "debug")
 _JSON_COMMANDS = (
     "ls",
@@ -158,32 +147,39 @@ _JSON_COMMANDS = (
 )
 
 
-def _option(name: str, *, after_command: bool = False) -> Callable[[F], F]:
-    """The global option of setting ``name``: a string given to Settings as it is (Settings
-    checks it), read from its ``S3MEMORY_*`` variable too (shown in --help). On a command
-    (``after_command``) the same option, hidden: the group's --help lists it once."""
-    variable, help_text = ENVIRONMENT[name]
-    flag = "--" + name.replace("_", "-")
-    if name in _FLAGS:  # click would parse the variable as a bool (exit 2): Settings reads it
+def setting_option(name: str, *, after_command: bool = False) -> Callable[[F], F]:
+    """The global option of setting ``name`` (see ``SETTINGS``): a string given to Settings as it
+    is (Settings checks it), read from its ``S3MEMORY_*`` variable too (shown in --help). On a
+    command (``after_command``) the same option, hidden: the group's --help lists it once."""
+    setting = SETTINGS[name]
+    if setting.switch:  # click would parse the variable as a bool (exit 2): Settings reads it
         return click.option(
-            f"{flag}/--no-{flag[2:]}",
+            f"{setting.flag}/--no-{setting.flag[2:]}",
             name,
             default=None,
             hidden=after_command,
-            help=f"{help_text} [env var: {variable}]",
+            help=f"{setting.help} [env var: {setting.variable}]",
         )
     return click.option(
-        flag,
+        setting.flag,
         name,
-        metavar=_METAVARS.get(name, name.upper()),
-        envvar=None if after_command else variable,
+        metavar=setting.metavar,
+        envvar=None if after_command else setting.variable,
         show_envvar=not after_command,
         hidden=after_command,
-        help=help_text,
+        help=setting.help,
     )
 
 
-def _output_options(*, after_command: bool = False, json_shown: bool = True) -> list[Callable[[F], F]]:
+def global_options(function: F) -> F:
+    """``function`` (the group) with the global options: each setting, in the order of
+    ``SETTINGS``, then the output options."""
+    for option in reversed([*(setting_option(name) for name in SETTINGS), *output_options()]):
+        function = option(function)
+    return function
+
+
+def output_options(*, after_command: bool = False, json_shown: bool = True) -> list[Callable[[F], F]]:
     hide = after_command
     return [
         click.option(
@@ -220,10 +216,10 @@ class _LogHandler(logging.Handler):
             self.handleError(record)
 
 
-_LOG_HANDLER = _LogHandler()
+LOG_HANDLER = _LogHandler()
 
 
-class _State:
+class Invocation:
     """What the group and the command were given: the settings as strings, the output options."""
 
     def __init__(self) -> None:
@@ -255,31 +251,31 @@ class _State:
         logger = logging.getLogger("s3memory")
         if self.debug or self.verbose:
             logger.setLevel(logging.DEBUG if self.debug else logging.INFO)
-            if _LOG_HANDLER not in logger.handlers:
-                logger.addHandler(_LOG_HANDLER)
-        elif _LOG_HANDLER in logger.handlers:  # an earlier run in this process (tests)
-            logger.removeHandler(_LOG_HANDLER)
+            if LOG_HANDLER not in logger.handlers:
+                logger.addHandler(LOG_HANDLER)
+        elif LOG_HANDLER in logger.handlers:  # an earlier run in this process (tests)
+            logger.removeHandler(LOG_HANDLER)
             logger.setLevel(logging.NOTSET)
 
 
-def _state(ctx: click.Context | None = None) -> _State:
-    return (ctx or click.get_current_context()).ensure_object(_State)
+def invocation(ctx: click.Context | None = None) -> Invocation:
+    return (ctx or click.get_current_context()).ensure_object(Invocation)
 
 
-def _settings(ctx: click.Context) -> Settings:
+def settings_or_exit(ctx: click.Context) -> Settings:
     """The settings, or exit 3 with the message naming the setting at fault."""
     try:
-        return _state(ctx).settings()
+        return invocation(ctx).settings()
     except S3MemoryError as error:
-        _fail(error)
+        fail(error)
 
 
 # -- running a command, and what it prints ------------------------------------------------
-class _Interrupted(Exception):
+class Interrupted(Exception):
     """Ctrl-C, after what was started finished: ``str()`` says what was done."""
 
 
-class _PipeClosed(Exception):
+class PipeClosed(Exception):
     """stdout's reader is gone (``| head``). Not an OSError: click would exit 1 on one."""
 
 
@@ -289,7 +285,7 @@ def _interrupted(message: str) -> NoReturn:
     sys.exit(EXIT_INTERRUPTED)
 
 
-def _command(name: str | None = None, *, json_output: bool = False, **attrs: Any) -> Callable[[F], click.Command]:
+def command(name: str | None = None, *, json_output: bool = False, **attrs: Any) -> Callable[[F], click.Command]:
     """A command, with the global options accepted after the command too; --json only where
     ``json_output``; Ctrl-C ends it with exit 130. ``cli`` registers it on the group."""
 
@@ -297,8 +293,8 @@ def _command(name: str | None = None, *, json_output: bool = False, **attrs: Any
         @functools.wraps(function)
         def run(*args: Any, **kwargs: Any) -> Any:
             ctx = click.get_current_context()
-            state = _state(ctx)
-            state.merge({key: kwargs.pop(key) for key in [*ENVIRONMENT, *_OUTPUT] if key in kwargs})
+            state = invocation(ctx)
+            state.merge({key: kwargs.pop(key) for key in [*SETTINGS, *_OUTPUT] if key in kwargs})
             state.configure_logging()
             if state.json and not json_output:
                 raise click.UsageError(
@@ -306,17 +302,17 @@ def _command(name: str | None = None, *, json_output: bool = False, **attrs: Any
                 )
             try:
                 return function(*args, **kwargs)
-            except _Interrupted as done:
+            except Interrupted as done:
                 _interrupted(str(done))
             except KeyboardInterrupt:
                 _interrupted(f"{ctx.info_name} stopped")
             except BrokenPipeError:
-                raise _PipeClosed from None
+                raise PipeClosed from None
 
-        for option in [*_output_options(after_command=True, json_shown=json_output)]:
+        for option in [*output_options(after_command=True, json_shown=json_output)]:
             run = option(run)
-        for setting in ENVIRONMENT:
-            run = _option(setting, after_command=True)(run)
+        for setting in SETTINGS:
+            run = setting_option(setting, after_command=True)(run)
         return click.command(name, cls=click.Command, **attrs)(run)
 
     return decorator
@@ -335,46 +331,46 @@ def _opened(open_memory: Callable[[], M]) -> Iterator[M]:
         finally:
             memory.close()
     except S3MemoryError as error:
-        _fail(error)
+        fail(error)
 
 
-def _memory(ctx: click.Context) -> AbstractContextManager[EncryptedMemory]:
+def own_memory(ctx: click.Context) -> AbstractContextManager[EncryptedMemory]:
     """The configured user's own memory (history, review, governance)."""
-    return _opened(_settings(ctx).open)
+    return _opened(settings_or_exit(ctx).open)
 
 
 @contextmanager
-def _tree(ctx: click.Context) -> Iterator[EncryptedMemory | MountedMemory]:
+def memory_tree(ctx: click.Context) -> Iterator[EncryptedMemory | MountedMemory]:
     """The tree the model sees: the configured memory with ``--mounts`` below it, if any.
     With mounts, a warning on stderr for each mount that hides files of the user's own store
     (:meth:`MountedMemory.shadowing_mounts`: one round trip, a LIST of at most one key per mount)."""
-    with _opened(_settings(ctx).open_tree) as memory:
+    with _opened(settings_or_exit(ctx).open_tree) as memory:
         for mount in notice_shadowing(memory):
             click.echo(
                 f"s3memory: warning: files of your own store under {mount.path} are hidden by the memory store "
-                f"mounted there; run without --mounts ({ENVIRONMENT['mounts'][0]}) to see them",
+                f"mounted there; run without --mounts ({SETTINGS['mounts'].variable}) to see them",
                 err=True,
             )
         yield memory
 
 
-def _print_json(document: object) -> None:
+def print_json(document: object) -> None:
     click.echo(json.dumps(document, indent=2, ensure_ascii=True))
 
 
 @contextmanager
-def _progress(
+def progress_bar(
     ctx: click.Context, title: str, *, transient: bool = False
 ) -> Iterator[Callable[[int, int], None] | None]:
     """A ``progress(done, total)`` callback drawing a bar on stderr; None where bars are not drawn
-    (see :attr:`_State.progress`). A ``transient`` bar is erased when done."""
-    if not _state(ctx).progress:
+    (see :attr:`Invocation.progress`). A ``transient`` bar is erased when done."""
+    if not invocation(ctx).progress:
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=_console(stderr=True), transient=transient) as bar:
+    with Progress(*columns, console=rich_console(stderr=True), transient=transient) as bar:
         task = bar.add_task(printable(title), total=None)
 
         def update(done: int, total: int) -> None:
@@ -383,7 +379,7 @@ def _progress(
         yield update
 
 
-def _console(stderr: bool = False) -> Any:
+def rich_console(stderr: bool = False) -> Any:
     from rich.console import Console
 
     class _Console(Console):

@@ -18,7 +18,7 @@ from .._core.quarantine import PendingWrite
 from .._errors import PathNotFoundError
 from .._history.text import clock_time, iso_time
 from .._render import format_size, short_repr
-from .output import _command, _console, _fail, _memory, _print_json, _state, printable
+from .output import command, fail, invocation, own_memory, print_json, printable, rich_console
 
 
 def _name(text: object) -> str:
@@ -58,9 +58,9 @@ def _print_list(writes: list[PendingWrite]) -> None:
     for write in writes:
         cells = [write.id, clock_time(write.at), write.operation, _name(write.path), _name(write.actor)]
         table.add_row(*(Text(cell) for cell in [*cells, format_size(write.size), _name(write.summary)]))
-    console = _console()
+    console = rich_console()
     console.print(table)
-    if not _state().quiet:
+    if not invocation().quiet:
         console.print(Text(f"{len(writes)} write(s) waiting: `s3memory review ID` shows one", style="dim"))
 
 
@@ -76,7 +76,7 @@ def _print_one(write: PendingWrite) -> None:
     click.echo(printable(write.added, lines=True))
 
 
-@_command(json_output=True)
+@command(json_output=True)
 @click.argument("pending_id", metavar="[ID]", required=False)
 @click.pass_context
 def review(ctx: click.Context, pending_id: str | None) -> None:
@@ -94,27 +94,27 @@ def review(ctx: click.Context, pending_id: str | None) -> None:
               "summary": ..., "line": N, "removed": ..., "added": ..., "text": ...}, ...]
              (with ID: that one object)
     """
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         writes = memory.pending()
     if pending_id is not None:
         chosen = next((w for w in writes if w.id == pending_id), None)
         if chosen is None:
-            _fail(PathNotFoundError(f"Error: There is no pending write {short_repr(pending_id)}."))
-        if _state(ctx).json:
-            _print_json(_as_json(chosen))
+            fail(PathNotFoundError(f"Error: There is no pending write {short_repr(pending_id)}."))
+        if invocation(ctx).json:
+            print_json(_as_json(chosen))
         else:
             _print_one(chosen)
         return
-    if _state(ctx).json:
-        _print_json([_as_json(write) for write in writes])
+    if invocation(ctx).json:
+        print_json([_as_json(write) for write in writes])
     elif not writes:
-        if not _state(ctx).quiet:
+        if not invocation(ctx).quiet:
             click.echo("No writes are waiting for review.")
     else:
         _print_list(writes)
 
 
-@_command()
+@command()
 @click.argument("pending_id", metavar="ID")
 @click.pass_context
 def approve(ctx: click.Context, pending_id: str) -> None:
@@ -122,20 +122,20 @@ def approve(ctx: click.Context, pending_id: str) -> None:
 
     Only onto the file it was held against: if the file changed since (or, for a new file,
     one was created), nothing is written and the command fails (exit 1)."""
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         answer = memory.approve(pending_id)
-    if not _state(ctx).quiet:
+    if not invocation(ctx).quiet:
         click.echo(printable(answer))
 
 
-@_command()
+@command()
 @click.argument("pending_id", metavar="ID")
 @click.pass_context
 def reject(ctx: click.Context, pending_id: str) -> None:
     """Drop the held write ID without applying it."""
-    with _memory(ctx) as memory:
+    with own_memory(ctx) as memory:
         answer = memory.reject(pending_id)
-    if not _state(ctx).quiet:
+    if not invocation(ctx).quiet:
         click.echo(printable(answer))
 
 
