@@ -46,14 +46,28 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import McpStdioServerConfig
 
 from s3memory import EncryptedMemory, S3MemoryError, Settings
-from s3memory.mcp_server import INSTRUCTIONS
+from s3memory.mcp_server import COMMAND_DESCRIPTIONS, INSTRUCTIONS, PARAMETER_DESCRIPTIONS
 
 SERVER = "memory"
 #: Every tool of the memory server, allowed without asking (a server-wide permission rule).
 ALLOWED = [f"mcp__{SERVER}"]
 
-_PATH = {"type": "string", "description": "A path under /memories, e.g. /memories/notes.md"}
-_TEXT = {"type": "string"}
+#: The JSON type of each parameter; its description is the one ``s3memory mcp`` gives.
+_TYPES: dict[str, dict[str, Any]] = {
+    "path": {"type": "string"},
+    "view_range": {"type": "array", "items": {"type": "integer"}},
+    "file_text": {"type": "string"},
+    "old_str": {"type": "string"},
+    "new_str": {"type": "string"},
+    "insert_line": {"type": "integer"},
+    "insert_text": {"type": "string"},
+    "old_path": {"type": "string"},
+    "new_path": {"type": "string"},
+}
+
+
+def _parameters(*names: str) -> dict[str, Any]:
+    return {name: {**_TYPES[name], "description": PARAMETER_DESCRIPTIONS[name]} for name in names}
 
 
 def stdio_server(env: dict[str, str] | None = None) -> McpStdioServerConfig:
@@ -75,7 +89,6 @@ def memory_tools(memory: EncryptedMemory) -> list[SdkMcpTool[Any]]:
 
     def command(
         name: str,
-        description: str,
         properties: dict[str, Any],
         run: Callable[[dict[str, Any]], str],
         annotations: ToolAnnotations | None = None,
@@ -86,46 +99,39 @@ def memory_tools(memory: EncryptedMemory) -> list[SdkMcpTool[Any]]:
         async def handler(args: dict[str, Any]) -> dict[str, Any]:
             return await anyio.to_thread.run_sync(_answer, lambda: run(args))
 
-        return tool(name, description, schema, annotations=annotations)(handler)
+        return tool(name, COMMAND_DESCRIPTIONS[name], schema, annotations=annotations)(handler)
 
-    view_range = {"type": "array", "items": {"type": "integer"}, "description": "[start, end] lines of a file"}
     return [
         command(
             "view",
-            "Show a directory (two levels) or a file with line numbers.",
-            {"path": _PATH, "view_range": view_range},
+            _parameters("path", "view_range"),
             lambda a: memory.view(a["path"], a.get("view_range")),
             ToolAnnotations(read_only_hint=True, idempotent_hint=True),
         ),
         command(
             "create",
-            "Create a file, or overwrite one.",
-            {"path": _PATH, "file_text": _TEXT},
+            _parameters("path", "file_text"),
             lambda a: memory.create(a["path"], a["file_text"]),
         ),
         command(
             "str_replace",
-            "Replace the one occurrence of old_str in a file with new_str.",
-            {"path": _PATH, "old_str": _TEXT, "new_str": _TEXT},
+            _parameters("path", "old_str", "new_str"),
             lambda a: memory.str_replace(a["path"], a["old_str"], a["new_str"]),
         ),
         command(
             "insert",
-            "Insert text after line insert_line of a file (0: at the top).",
-            {"path": _PATH, "insert_line": {"type": "integer"}, "insert_text": _TEXT},
+            _parameters("path", "insert_line", "insert_text"),
             lambda a: memory.insert(a["path"], a["insert_line"], a["insert_text"]),
         ),
         command(
             "delete",
-            "Delete a file or a directory.",
-            {"path": _PATH},
+            _parameters("path"),
             lambda a: memory.delete(a["path"]),
             ToolAnnotations(destructive_hint=True),
         ),
         command(
             "rename",
-            "Rename or move a file or a directory.",
-            {"old_path": _PATH, "new_path": _PATH},
+            _parameters("old_path", "new_path"),
             lambda a: memory.rename(a["old_path"], a["new_path"]),
         ),
     ]

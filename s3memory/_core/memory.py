@@ -45,7 +45,7 @@ from .access import PROCESS_ACCESS_LOG, AccessLog, record_access
 from .beyond import HistoryMethods, ReviewMethods, SearchMethods
 from .commands import run_command
 from .gate import Gate
-from .limits import Limits as Limits  # also imported from here until its users move
+from .limits import Limits
 from .quarantine import InstructionPolicy, policy_check
 
 log = logging.getLogger("s3memory")

@@ -77,16 +77,20 @@ from .._history.text import version_line
 from .._render import short_repr
 from .._search.query import DEFAULT_LIMIT, MAX_LIMIT
 from .._tool_words import (
-    COMMAND_DESCRIPTIONS,
+    COMMAND_DESCRIPTIONS as COMMAND_DESCRIPTIONS,  # public: what each command's tool says, for servers of one's own
+)
+from .._tool_words import (
     FILE_HELP,
     HISTORY_TOOL_DESCRIPTIONS,
     INSTRUCTIONS,
-    PARAMETER_DESCRIPTIONS,
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     VERSION_HELP,
     log_parameter_descriptions,
     search_parameter_descriptions,
+)
+from .._tool_words import (
+    PARAMETER_DESCRIPTIONS as PARAMETER_DESCRIPTIONS,  # public, as COMMAND_DESCRIPTIONS
 )
 from .jsonrpc import refusal, too_large, triage
 from .jsonrpc import request_id_in as request_id_in  # reads the id a refusal carries (see jsonrpc)
