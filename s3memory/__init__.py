@@ -38,10 +38,11 @@ from ._core.mountprompt import memory_stores_prompt
 from ._core.mounts import Mount, MountedMemory
 from ._core.protocol import Memory
 from ._core.quarantine import PendingWrite, WriteHeldError
+from ._crypto.cache import KeyCache
 from ._crypto.envelope import WrappedKey, binding_context
 from ._crypto.historykey import HistoryKey
-from ._crypto.keydocs import KeyCache, KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
 from ._crypto.keyring import Keyring
+from ._crypto.master import KmsMasterKey, LocalMasterKey, MasterKey, generate_master_key
 from ._errors import (
     BucketNotFoundError,
     ConfigurationError,

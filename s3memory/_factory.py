@@ -13,13 +13,13 @@ from ._core.memory import EncryptedMemory
 from ._core.mounts import Mount, MountedMemory, check_mounts
 from ._core.protocol import Memory
 from ._core.quarantine import DEFAULT_INSTRUCTION_POLICY, InstructionPolicy
-from ._crypto.historykey import HistoryKey
-from ._crypto.keydocs import KeyCache, KmsMasterKey, LocalMasterKey, process_key_cache
+from ._crypto.cache import KeyCache, process_key_cache
+from ._crypto.keychain import TenantKeychain
 from ._crypto.keyring import Keyring, KmsKeyring, TenantKeyring
-from ._crypto.names import NameCipher
+from ._crypto.master import KmsMasterKey, LocalMasterKey, MasterKey
 from ._crypto.provenance import DEFAULT_ACTOR, validate_actor
 from ._errors import ConfigurationError
-from ._layout import HISTORY_KEY, NAMES_KEY, TENANT_KEY, TenantLayout
+from ._layout import TenantLayout
 from ._paths import ROOT, validate_tenant
 from .stores import ObjectStore, S3Store
 
@@ -148,46 +148,29 @@ def _open_store(options: MemoryOptions, *, shown_root: str = ROOT, read_only: bo
         raise ConfigurationError("encrypt_names must be True or False")
 
     keyring: Keyring
+    master: MasterKey
     if key_mode == "tenant":
         if (master_key is None) == (kms_key_id is None):
             raise ConfigurationError("tenant key mode needs exactly one of master_key=... or kms_key_id=...")
         if master_key is not None:
-            master: LocalMasterKey | KmsMasterKey = LocalMasterKey(master_key)
+            master = LocalMasterKey(master_key)
         else:
             assert kms_key_id is not None
             master = KmsMasterKey(kms_client or default_kms_client(s3_client, timeout=timeout), kms_key_id)
-        keyring = TenantKeyring(
-            store=store,
-            tenant=layout.tenant,
-            tenant_key_object=layout.key_document(TENANT_KEY),
-            master=master,
-            cache=cache,
-            store_identity=store.identity,
-            prefix=layout.prefix,
-            files_prefix=layout.memory_prefix,
-        )
+        keychain = TenantKeychain(store, layout, master, cache)
+        keyring = keychain.tenant_keyring()
     elif key_mode == "kms":
         if kms_key_id is None or master_key is not None:
             raise ConfigurationError('key_mode="kms" needs kms_key_id=... and no master_key')
         kms = kms_client or default_kms_client(s3_client, timeout=timeout)
         keyring = KmsKeyring(kms_client=kms, key_id=kms_key_id, cache=cache)
-        master = KmsMasterKey(kms, kms_key_id)  # wraps the names key, if names are encrypted
+        # The KMS key wraps the names and history keys.
+        keychain = TenantKeychain(store, layout, KmsMasterKey(kms, kms_key_id), cache)
     else:
         raise ConfigurationError(f'key_mode must be "tenant" or "kms", not {key_mode!r}')
     if encrypt_names:
-        names = NameCipher(
-            store=store,
-            tenant=layout.tenant,
-            key_object=layout.key_document(NAMES_KEY),
-            files_prefix=layout.memory_prefix,
-            master=master,
-            cache=cache,
-            store_identity=store.identity,
-            # A cold process fetches the tenant key alongside the names key, not after it.
-            prefetch=keyring.prepare if isinstance(keyring, TenantKeyring) else None,
-            prefix=layout.prefix,
-        )
-        layout = replace(layout, names=names)
+        prefetch = keyring.prepare if isinstance(keyring, TenantKeyring) else None
+        layout = replace(layout, names=keychain.name_cipher(prefetch=prefetch))
     screen: Callable[[str], str] | None = None
     screen_edit: Callable[[str, str], str] | None = None
     if isinstance(sensitive_data, str):
@@ -219,17 +202,7 @@ def _open_store(options: MemoryOptions, *, shown_root: str = ROOT, read_only: bo
         instruction_policy=options["instruction_policy"],
         shown_root=shown_root,
         read_only=read_only,
-        history_key=HistoryKey(
-            store=store,
-            tenant=layout.tenant,
-            key_object=layout.key_document(HISTORY_KEY),
-            master=master,
-            cache=cache,
-            store_identity=store.identity,
-            records_prefix=layout.history_prefix,
-            is_sealed_record=layout.is_sealed_name_record,
-            prefix=layout.prefix,
-        ),
+        history_key=keychain.history_key(layout),
     )
 
 

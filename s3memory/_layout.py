@@ -3,9 +3,9 @@
 One tenant owns two key prefixes, and nothing outside them::
 
     {prefix}{tenant}/memories/{path}                  memory files (path sealed with encrypted names)
-    {prefix}{tenant}/.s3memory/tenant-key             key documents (``_keydocs``): the tenant key,
+    {prefix}{tenant}/.s3memory/tenant-key             key documents (``_crypto.keydocs``): the tenant key,
     {prefix}{tenant}/.s3memory/names-key                with encrypted names the names key,
-    {prefix}{tenant}/.s3memory/history-key              and the key of listable records (``_historykey``)
+    {prefix}{tenant}/.s3memory/history-key              and the key of listable records (``_crypto.historykey``)
     {prefix}{tenant}/.s3memory/intents/rename-{tag}   a rename's intent record (``_rename``)
     {prefix}{tenant}/.s3memory/access/{hash}          a read's marker (``_access``, ``_expiry``)
     {prefix}{tenant}/.s3memory/history/{tag}/{time}-{id}  a change's record (``_records``)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, LocalDirStore, open_memory
-from s3memory._crypto.keydocs import process_key_cache
+from s3memory._crypto.cache import process_key_cache
 from s3memory.testing import (
     TEST_BUCKET,
     TEST_MASTER_KEY,

@@ -29,8 +29,8 @@ from s3memory import (
     parse_path,
 )
 from s3memory._admin.lifecycle import erase_tenant, rewrap_tenant_key, rotate_tenant_key
-from s3memory._crypto.keydocs import KmsMasterKey
 from s3memory._crypto.keyring import TenantKeys
+from s3memory._crypto.master import KmsMasterKey
 from s3memory.stores import DelegatingStore, ObjectStore, S3Store, StoredObject
 
 T = TypeVar("T")

@@ -41,7 +41,7 @@ from s3memory import (
 )
 from s3memory._aws.clients import new_client
 from s3memory._aws.errors import map_aws_error
-from s3memory._crypto.keydocs import process_key_cache
+from s3memory._crypto.cache import process_key_cache
 from s3memory.testing import ObjectStoreContract, use_fake_aws_credentials
 
 pytest.importorskip("awscrt", reason="awscrt is not installed (pip install 's3memory[fast]')")

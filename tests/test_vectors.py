@@ -91,8 +91,9 @@ from s3memory import (
 )
 from s3memory._core.access import access_marker_key
 from s3memory._crypto import envelope
-from s3memory._crypto.keydocs import LocalMasterKey, key_document_context
+from s3memory._crypto.keydocs import key_document_context
 from s3memory._crypto.keyring import TenantKeyring, TenantKeys
+from s3memory._crypto.master import LocalMasterKey
 from s3memory._crypto.provenance import PROVENANCE_METADATA, open_provenance
 from s3memory._layout import NAMES_KEY as NAMES_KEY_OBJECT
 from s3memory.stores import StoredObject

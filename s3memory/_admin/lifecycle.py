@@ -112,15 +112,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .._crypto import envelope
-from .._crypto.keydocs import (
-    CONTEXT_KEY_ID,
-    LocalMasterKey,
-    MasterKey,
-    get_key_document,
-    is_key_document_cache_key,
-    rewrapped_document,
-)
+from .._crypto.keydocs import CONTEXT_KEY_ID, get_key_document, is_key_document_cache_key, rewrapped_document
 from .._crypto.keyring import MAX_KEPT_KEYS, RetiredKey, TenantKeyring, TenantKeys
+from .._crypto.master import LocalMasterKey, MasterKey
 from .._errors import (
     ConfigurationError,
     ForeignObjectError,

@@ -32,8 +32,8 @@ from .._paths import ROOT, MemoryPath
 from .._roundtrip import Pending, RoundTrip
 from ..stores import ObjectInfo, ObjectStore, StoredObject
 from . import envelope
+from .cache import process_key_cache
 from .historykey import HistoryKey
-from .keydocs import process_key_cache
 from .keyring import Keyring
 from .names import looks_sealed
 from .provenance import (

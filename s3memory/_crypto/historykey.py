@@ -41,15 +41,15 @@ from collections.abc import Callable
 from .._errors import ObjectTooLargeError, PreconditionFailedError, TenantKeyError
 from .._layout import HISTORY_KEY
 from ..stores import ObjectStore
+from .cache import KeyCache
 from .keydocs import (
     KEY_DOCUMENT_VERSION,
     MAX_KEY_DOCUMENT_BYTES,
-    KeyCache,
     KeyDocumentSlot,
-    MasterKey,
     key_document_body,
     parse_key_document,
 )
+from .master import MasterKey
 
 log = logging.getLogger("s3memory")
 

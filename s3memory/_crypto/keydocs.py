@@ -1,13 +1,14 @@
-"""Per-tenant key documents, and what wraps them: the one home of their format and storage.
+"""Per-tenant key documents: the one home of their format and storage.
 
-A tenant has up to two **key documents**, each one small JSON object under its internal
+A tenant has up to three **key documents**, each one small JSON object under its internal
 prefix (``{prefix}{tenant}/.s3memory/``), holding a random key wrapped by the deployment's
 **master key** (a local 32-byte key, or a KMS key):
 
 - ``tenant-key``: the tenant key, which wraps every data key in tenant-key mode (and, after
   a rotation, the retired keys objects may still use, and the kept keys old versions of
   objects may still use);
-- ``names-key``: the AES-SIV key that seals file names (``encrypt_names=True``).
+- ``names-key``: the AES-SIV key that seals file names (``encrypt_names=True``);
+- ``history-key``: the AES-GCM key that seals the provenance in history records' names.
 
 The format: ``{"v", "kid", "wrapper", "wrapped"}`` and, for the tenant key during a
 rotation, ``"retired": [{"kid", "wrapped", "retired_at"}]``, JSON with sorted keys. Each key
@@ -26,26 +27,19 @@ as version 2, readable by every release since 0.2.
 
 Here, once: the parser (:func:`parse_key_document`), the bounded read, the unwrap, the
 first-writer-wins creation with ``If-None-Match: *`` that refuses to start a new key beside
-existing files (:class:`KeyDocumentSlot`), the cache they live in (:class:`KeyCache`), and the
-re-wrap under a new master key (:func:`rewrapped_document`). ``_keys.TenantKeyring`` and
-``_names.NameCipher`` say what their document holds; ``_lifecycle`` rotates and re-wraps.
-
-Longer than most modules on purpose: everything the most sensitive stored format depends on
-(its cache, the master keys that wrap it, the format, its storage) is in this one file, so
-that reviewing it means reading one file.
+existing files (:class:`KeyDocumentSlot`), and the re-wrap under a new master key
+(:func:`rewrapped_document`). What wraps them is ``master``, the cache they live in
+``cache``; ``keyring.TenantKeyring``, ``names.NameCipher`` and ``historykey.HistoryKey`` say
+what their document holds, and ``keychain`` hands the three their slots;
+``_admin.lifecycle`` rotates and re-wraps.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
-import os
 import threading
-import time
-from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -60,7 +54,9 @@ from .._errors import (
 )
 from .._layout import KEY_DOCUMENT_SUFFIX
 from ..stores import ObjectStore, StoredObject
-from .envelope import CONTEXT_PREFIX, CONTEXT_TENANT, canonical_json, deployment_name
+from .cache import KeyCache
+from .envelope import CONTEXT_PREFIX, CONTEXT_TENANT, deployment_name
+from .master import MasterKey
 
 T = TypeVar("T")
 
@@ -73,167 +69,11 @@ KEPT_KEYS_VERSION = 3
 KEY_DOCUMENT_VERSIONS = (1, 2, 3)
 CONTEXT_KEY_ID = "s3memory:kid"
 CONTEXT_PURPOSE = "s3memory:purpose"
-GCM_NONCE_BYTES = 12
 # What a malformed key document can raise while it is parsed (JSON, base64, numbers, nesting).
 KEY_DOCUMENT_ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError, binascii.Error)
 # A key document is a few hundred bytes (a tenant key with 16 retired keys: under 4 KiB;
 # with 64 kept keys wrapped by KMS: under 40 KiB).
 MAX_KEY_DOCUMENT_BYTES = 64 * 1024
-
-
-# --- the cache ------------------------------------------------------------------------------
-
-
-class KeyCache:
-    """A small thread-safe LRU with a time-to-live, for tenant keys and KMS data keys.
-
-    Share one across tool instances (e.g. at module scope in a Lambda) so a warm container
-    does not fetch a tenant's key again for every invocation. Entries are plaintext keys:
-    the cache lives in process memory only.
-    """
-
-    def __init__(self, *, ttl_seconds: float = 900.0, max_entries: int = 4096) -> None:
-        self.ttl_seconds = ttl_seconds
-        self.max_entries = max_entries
-        self._entries: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Any | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            expires, value = entry
-            if expires < time.monotonic():
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._entries[key] = (time.monotonic() + self.ttl_seconds, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def discard(self, key: Hashable) -> None:
-        """Forget one entry (e.g. the key of an erased tenant)."""
-        with self._lock:
-            self._entries.pop(key, None)
-
-    def discard_matching(self, predicate: Callable[[Hashable], bool]) -> int:
-        """Forget every entry whose cache key satisfies ``predicate``; return how many."""
-        with self._lock:
-            doomed = [key for key in self._entries if predicate(key)]
-            for key in doomed:
-                del self._entries[key]
-            return len(doomed)
-
-
-_PROCESS_KEY_CACHE = KeyCache()
-
-
-def process_key_cache() -> KeyCache:
-    """The cache tools use when none is given: one per process, so a warm Lambda reuses it."""
-    return _PROCESS_KEY_CACHE
-
-
-# --- master keys: what wraps a tenant's key documents ------------------------------------
-
-
-class MasterKey(ABC):
-    """Wraps the per-tenant key. ``kind`` is recorded in the tenant key object."""
-
-    kind: str
-
-    @property
-    @abstractmethod
-    def fingerprint(self) -> str:
-        """A non-secret identity, so caches never mix keys of different masters."""
-
-    @abstractmethod
-    def wrap(self, key: bytes, context: dict[str, str]) -> bytes: ...
-
-    @abstractmethod
-    def unwrap(self, wrapped: bytes, context: dict[str, str]) -> bytes: ...
-
-
-def generate_master_key() -> bytes:
-    """A new random 32-byte master key. Keep it secret; losing it loses every memory."""
-    return os.urandom(32)
-
-
-class LocalMasterKey(MasterKey):
-    """A 32-byte secret held by the application (AES-256-GCM key wrap)."""
-
-    kind = "local"
-
-    def __init__(self, key: bytes) -> None:
-        if not isinstance(key, (bytes, bytearray)) or len(key) != 32:
-            raise ConfigurationError("master_key must be exactly 32 bytes (use s3memory.generate_master_key())")
-        if len(set(key)) == 1:
-            raise ConfigurationError("master_key must be random bytes, not a repeated byte")
-        self._key = bytes(key)
-
-    @property
-    def fingerprint(self) -> str:
-        return "local:" + hashlib.sha256(b"s3memory master key id\n" + self._key).hexdigest()[:32]
-
-    def wrap(self, key: bytes, context: dict[str, str]) -> bytes:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        nonce = os.urandom(GCM_NONCE_BYTES)
-        return nonce + AESGCM(self._key).encrypt(nonce, key, canonical_json(context).encode())
-
-    def unwrap(self, wrapped: bytes, context: dict[str, str]) -> bytes:
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        try:
-            nonce, ciphertext = wrapped[:GCM_NONCE_BYTES], wrapped[GCM_NONCE_BYTES:]
-            return AESGCM(self._key).decrypt(nonce, ciphertext, canonical_json(context).encode())
-        except (InvalidTag, ValueError):
-            raise IntegrityError() from None
-
-
-class KmsMasterKey(MasterKey):
-    """An AWS KMS key wraps the tenant key (``Encrypt``/``Decrypt`` with the tenant as context)."""
-
-    kind = "kms"
-
-    def __init__(self, kms_client: Any, key_id: str) -> None:
-        if not isinstance(key_id, str) or not key_id:
-            raise ConfigurationError("kms_key_id must be a non-empty string")
-        self._kms = kms_client
-        self.key_id = key_id
-
-    @property
-    def fingerprint(self) -> str:
-        return "kms:" + self.key_id
-
-    def wrap(self, key: bytes, context: dict[str, str]) -> bytes:
-        response = kms_call(self._kms, "encrypt", KeyId=self.key_id, Plaintext=key, EncryptionContext=context)
-        return bytes(response["CiphertextBlob"])
-
-    def unwrap(self, wrapped: bytes, context: dict[str, str]) -> bytes:
-        response = kms_call(self._kms, "decrypt", KeyId=self.key_id, CiphertextBlob=wrapped, EncryptionContext=context)
-        return bytes(response["Plaintext"])
-
-
-def kms_call(client: Any, operation: str, **kwargs: Any) -> Any:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from .._aws.errors import map_aws_error
-
-    try:
-        return getattr(client, operation)(**kwargs)
-    except (ClientError, BotoCoreError) as exc:
-        raise map_aws_error(exc, f"kms:{operation}", client) from exc
 
 
 # --- key documents --------------------------------------------------------------------------

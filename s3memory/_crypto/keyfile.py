@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 from .._errors import ConfigurationError
-from .keydocs import generate_master_key
+from .master import generate_master_key
 
 
 def private_directory(path: Path, *, what: str) -> None:

@@ -14,9 +14,9 @@ Two keyrings, one interface (:class:`Keyring`):
   Encryption Client does, so it can read our objects and we can read its objects.
 
 Both bind every data key to (deployment, tenant, virtual path): a wrapped key moved to
-another path, tenant or deployment fails to unwrap (see ``_envelope.binding_context``).
-The tenant key's document, the master keys and the key cache live in ``_keydocs``. Longer
-than most modules: the two keyrings share the ``Keyring`` interface and the wrapped-key
+another path, tenant or deployment fails to unwrap (see ``envelope.binding_context``).
+The tenant key's document lives in ``keydocs``, the master keys in ``master``, the key
+cache in ``cache``. The two keyrings share the ``Keyring`` interface and the wrapped-key
 format, and ``TenantKeys`` (the opened document with its retired and kept keys) is the tenant
 keyring's own state.
 """
@@ -37,6 +37,7 @@ from typing import Any
 from .._errors import ConfigurationError, IntegrityError, PreconditionFailedError, TenantKeyError
 from .._layout import TENANT_KEY
 from ..stores import ObjectStore, StoredObject
+from .cache import KeyCache
 from .envelope import (
     CONTEXT_PREFIX,
     CONTEXT_TENANT,
@@ -51,19 +52,16 @@ from .envelope import (
 )
 from .keydocs import (
     CONTEXT_KEY_ID,
-    GCM_NONCE_BYTES,
     KEPT_KEYS_VERSION,
     KEY_DOCUMENT_ERRORS,
     KEY_DOCUMENT_VERSION,
-    KeyCache,
     KeyDocument,
     KeyDocumentSlot,
-    MasterKey,
     key_document_body,
     key_found_beside_files,
-    kms_call,
     parse_key_document,
 )
+from .master import GCM_NONCE_BYTES, MasterKey, kms_call
 
 #: Events at INFO and DEBUG, never a key, a path or file content.
 log = logging.getLogger("s3memory")

@@ -93,15 +93,15 @@ from .._errors import TenantKeyError
 from .._layout import NAMES_KEY
 from .._paths import ROOT, MemoryPath
 from ..stores import ObjectStore
+from .cache import KeyCache
 from .keydocs import (
     KEY_DOCUMENT_VERSION,
-    KeyCache,
     KeyDocumentSlot,
-    MasterKey,
     key_document_body,
     key_found_beside_files,
     parse_key_document,
 )
+from .master import MasterKey
 
 log = logging.getLogger("s3memory")
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._crypto.keydocs import generate_master_key
+from .._crypto.master import generate_master_key
 from .._paths import parse_path
 
 DEFAULT_MODEL = "claude-sonnet-5-5"

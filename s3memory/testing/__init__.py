@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._core.memory import EncryptedMemory
-from .._crypto.keydocs import KeyCache
+from .._crypto.cache import KeyCache
 from .._factory import open_memory
 from ..stores import InMemoryStore
 
@@ -199,7 +199,7 @@ def s3memory_bucket() -> Iterator[MockBucket]:
     with pytest.MonkeyPatch.context() as patch:
         use_fake_aws_credentials(patch)
         make_moto_requests_atomic(patch)
-        from .._crypto.keydocs import process_key_cache
+        from .._crypto.cache import process_key_cache
 
         # A new bucket under the last test's bucket name: nothing cached for that one (its
         # keys, whose documents this bucket lacks; its versioning) may be used for this one.
