@@ -10,9 +10,7 @@ commands (the six tool commands, ``ls``, ``cat``), ``demo``, ``mcp`` and :func:`
 group also gets the commands of ``bulk`` (import, export), ``admin`` (info, init, expire,
 rotate-key, erase-user, policy), ``history`` (history, show, restore, redact, log) and
 ``review`` (review, approve, reject). ``output`` holds what they all share (options, state,
-exit statuses) and says how untrusted text is printed and settings are read. The module is a
-little longer than 400 lines by the group's help (its epilog: examples, output, exit
-statuses), kept whole with the group it documents.
+exit statuses) and says how untrusted text is printed and settings are read.
 """
 
 from __future__ import annotations

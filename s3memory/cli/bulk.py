@@ -6,9 +6,9 @@ at a time with ``O_NOFOLLOW`` (:func:`_open_folder`): a symlink swapped in while
 refused, never followed. ``cli`` registers :data:`COMMANDS` on its group.
 
 Each reads and writes two formats (``--format``): a folder of text files, and a Managed Agents
-memory store export (JSON Lines, parsed and written by the pure ``_interchange``; imported
-through the management API, ``_manage``). The module is longer than 400 lines, kept whole:
-both formats share the commands, the concurrent runner, the report and the 0600 file writer.
+memory store export (JSON Lines, parsed and written by the pure ``_admin.interchange``;
+imported through the management API, ``_admin.manage``). Both formats share the commands,
+the concurrent runner, the report and the 0600 file writer.
 """
 
 from __future__ import annotations
