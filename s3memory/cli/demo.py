@@ -238,8 +238,18 @@ def run_demo(out: TextIO, *, api_key: str | None = None) -> None:
 
         memory = tool.memory
         print("\n=== what the bucket holds ===", file=out)
+        records = []  # history records: long sealed names, no body; shown as one line
         for info in store.list(""):
+            if info.key.startswith(memory.layout.history_prefix):
+                records.append(info)
+                continue
             print(f"  {info.key}  ({info.size} bytes)", file=out)
+        if records:
+            print(
+                f"  {memory.layout.history_prefix}...  ({len(records)} history records: who changed what, "
+                f"sealed in their names under the history key; {sum(r.size for r in records)} bytes)",
+                file=out,
+            )
         key = memory.layout.key_for(parse_path("/memories/user/profile.md"))
         stored = store.get(key)
         if stored is not None:
