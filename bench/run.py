@@ -2,7 +2,7 @@
 
     python bench/run.py                   # in process, 20 ms round trips, a 1,000-file directory
     python bench/run.py --http            # the same over real HTTP, to a fake in another process
-    python bench/run.py --readme          # --http, plus 10,000-file scale rows; into README.md
+    python bench/run.py --docs            # --http, plus 10,000-file scale rows; into docs/design/performance.md
     python bench/run.py --scale 10000,100000 --no-table --no-cold-start
     python bench/run.py --check-moto      # also cross-check request counts against moto
 
@@ -69,7 +69,9 @@ from measure import (
     plain_clients,
 )
 
-README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
+# The table lives in the docs' performance page, between these two markers.
+PERFORMANCE_PAGE = Path(__file__).parent.parent / "docs" / "design" / "performance.md"
+TABLE_START, TABLE_END = "<!-- bench:start -->", "<!-- bench:end -->"
 NOTE = "Dear diary,\nthe user prefers green tea and short answers.\nTimezone: UTC+1\n"
 TENANT = "s3memory (tenant key)"
 KMS_MODE = "s3memory (KMS per object)"
@@ -820,10 +822,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cold-start", action="store_true", help="skip the import and first-command timings")
     parser.add_argument("--botocore", action="store_true", help="over HTTP, s3memory's client without awscrt")
     parser.add_argument(
-        "--readme", action="store_true", help="--http, and view/delete at --scale 10000 unless given; into README.md"
+        "--docs",
+        "--readme",  # its former name, from when the table was in README.md
+        dest="docs",
+        action="store_true",
+        help="--http, and view/delete at --scale 10000 unless given; into docs/design/performance.md",
     )
     args = parser.parse_args(argv)
-    if args.readme:
+    if args.docs:
         args.http = True
         if not args.scale:
             # The targets' 10,000-file rows; a 10,000-file rename (30 s) is left to --scale.
@@ -872,12 +878,11 @@ def main(argv: list[str] | None = None) -> int:
         print(cross_check_moto(min(args.files, 25)))
     for path in write_outputs(results.rows, report, args.out):
         print(f"wrote {path}")
-    if args.readme:
-        readme = Path(__file__).parent.parent / "README.md"
-        text = readme.read_text()
-        start, end = text.index(README_START) + len(README_START), text.index(README_END)
-        readme.write_text(text[:start] + "\n" + report + text[end:])
-        print(f"updated {readme}")
+    if args.docs:
+        text = PERFORMANCE_PAGE.read_text()
+        start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+        PERFORMANCE_PAGE.write_text(text[:start] + "\n" + report + text[end:])
+        print(f"updated {PERFORMANCE_PAGE}")
     print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return 0
 

@@ -1,6 +1,6 @@
 """The package's shape: rooms that import only what lies below them, and no import cycle.
 
-The package is a house of rooms (README, "Architecture"): each folder under ``s3memory/``
+The package is a house of rooms (docs/design/architecture.md): each folder under ``s3memory/``
 is one room, and so is each module at its root. The rules between rooms are what keeps
 the layout meaningful, so each is a test here, and each has a second test that plants a
 forbidden import in the graph and sees the rule catch it. From the bottom up:
@@ -387,11 +387,9 @@ def test_the_module_cycle_check_finds_a_cycle() -> None:
     assert {"s3memory._paths", "s3memory._crypto.names"} <= set(cycle)
 
 
-# -- the map in the README -------------------------------------------------------------------
-def test_the_readme_architecture_names_every_room() -> None:
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Architecture") :]
-    section = section[: section.index("\n## ")] if "\n## " in section else section
+# -- the map in the docs ---------------------------------------------------------------------
+def test_the_architecture_page_names_every_room() -> None:
+    section = (PACKAGE.parent / "docs" / "design" / "architecture.md").read_text(encoding="utf-8")
     rooms = {r for r in room_graph(import_graph()) if r not in ("s3memory", "__main__")}
     missing = sorted(r for r in rooms if f"`{r}/`" not in section and f"`{r}`" not in section)
     assert missing == []

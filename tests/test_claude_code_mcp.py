@@ -84,10 +84,8 @@ def test_the_project_config_is_claude_codes_format_and_names_s3memory_mcp() -> N
 
 
 def test_the_readme_shows_the_project_config_verbatim() -> None:
-    readme = (EXAMPLES.parent / "README.md").read_text()
-    assert "\n### Claude Code\n" in readme
-    section = readme.split("\n### Claude Code\n", 1)[1].split("\n### ", 1)[0]
-    block = re.search(r"```json\n(.*?)```", section, re.S)
+    page = (EXAMPLES.parent / "docs" / "guides" / "claude-code.md").read_text()
+    block = re.search(r"```json\n(.*?)```", page, re.S)
     assert block is not None and block.group(1) == (PROJECT / ".mcp.json").read_text()
 
 

@@ -369,8 +369,8 @@ def test_a_restore_loses_no_concurrent_edit(make_versioned: MakeVersioned) -> No
 def test_the_readme_example_runs() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## History: who changed what") :]
+    page = (Path(__file__).parent.parent / "docs" / "features" / "history.md").read_text(encoding="utf-8")
+    section = page[page.index("# History: who changed what") :]
     start = section.index("```python\n") + len("```python\n")
     example = section[start : section.index("\n```", start)]
     printed: list[tuple[Any, ...]] = []

@@ -548,8 +548,8 @@ def test_the_pending_folder_is_an_internal_family_of_its_own() -> None:
 
 # -- the README's example --------------------------------------------------------------------
 def test_the_readme_example_runs() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Quarantine and review") :]
+    page = (Path(__file__).parent.parent / "docs" / "features" / "quarantine.md").read_text(encoding="utf-8")
+    section = page[page.index("# Quarantine and review") :]
     start = section.index("```python\n") + len("```python\n")
     example = section[start : section.index("\n```", start)]
     printed: list[tuple[Any, ...]] = []
