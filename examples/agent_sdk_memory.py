@@ -11,7 +11,7 @@ Two ways to give an agent the memory, both as MCP tools named ``mcp__memory__vie
   opened, for instance one per signed-in user of a service (``user_id`` from your auth
   layer, never from the model).
 
-    pip install 's3memory[mcp]' claude-agent-sdk
+    pip install -e '.[agent-sdk]'   # in the s3memory checkout: it is not on PyPI
     python examples/agent_sdk_memory.py "Remember that I prefer green tea."             # stdio
     python examples/agent_sdk_memory.py --in-process "What do I like to drink?"
 

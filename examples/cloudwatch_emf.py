@@ -12,7 +12,7 @@ class: ``PathNotFoundError``), so a few dozen metric series whatever the number 
 never a user, a store id or a path, which would each make a series (and s3memory's spans
 carry no path or user anyway).
 
-Use (``pip install s3memory opentelemetry-sdk``)::
+Use (``pip install -e '.[otel]' opentelemetry-sdk`` in the s3memory checkout)::
 
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider

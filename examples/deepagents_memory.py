@@ -8,7 +8,7 @@ the first the user says how they take their tea, and the agent writes it to AGEN
 a scratch note outside /memories/, which the conversation forgets); the second starts with
 no history, and the agent finds the answer in the AGENTS.md it was given.
 
-    pip install 's3memory[deepagents]'
+    pip install -e '.[deepagents]'   # in the s3memory checkout: it is not on PyPI
     python examples/deepagents_memory.py                 # offline: a scripted model
     ANTHROPIC_API_KEY=... python examples/deepagents_memory.py
     python examples/deepagents_memory.py --bucket my-bucket --user-id alice --kms-key-id arn:aws:kms:...

@@ -5,7 +5,7 @@ tool over an encrypted store. Two conversations with the same user: in the first
 says how they take their tea and the agent saves it; the second starts with no history at
 all, and the agent finds the answer in its memory.
 
-    pip install 's3memory[langchain]'
+    pip install -e '.[langchain]'   # in the s3memory checkout: it is not on PyPI
     python examples/langchain_memory.py                 # offline: a scripted model
     ANTHROPIC_API_KEY=... python examples/langchain_memory.py
 

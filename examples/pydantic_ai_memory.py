@@ -5,7 +5,7 @@ encrypted store. Two runs for the same user: in the first the user says how they
 their tea and the agent saves it; the second starts with no message history at all, and
 the agent finds the answer in its memory.
 
-    pip install 's3memory[pydantic-ai]'
+    pip install -e '.[pydantic-ai]'   # in the s3memory checkout: it is not on PyPI
     python examples/pydantic_ai_memory.py                 # offline: a scripted model
     ANTHROPIC_API_KEY=... python examples/pydantic_ai_memory.py
 

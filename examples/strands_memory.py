@@ -7,7 +7,7 @@ injects into the model's input what the memory holds about the user's message. T
 user: in the first the user says how they take their tea and the agent saves it; the second
 starts with no history at all, and the answer comes from the memory.
 
-    pip install 's3memory[strands]'
+    pip install -e '.[strands]'   # in the s3memory checkout: it is not on PyPI
     python examples/strands_memory.py                 # offline: a scripted model
     ANTHROPIC_API_KEY=... python examples/strands_memory.py
 

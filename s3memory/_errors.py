@@ -10,9 +10,9 @@ inherits the Python built-in that a caller would naturally catch::
     ├── InvalidCommandError (ValueError)      malformed command input from the model
     │   ├── InvalidPathError                  traversal, bad characters, look-alikes, too long
     │   ├── EditError                         old_str not found / not unique, bad line
-    │   ├── SensitiveDataError                a secret in text to write (defined in _guard)
+    │   ├── SensitiveDataError                a secret in text to write (in _screening.secrets)
     │   ├── ReadOnlyMountError                a write to a store mounted read-only
-    │   └── WriteHeldError                    a write held for review (defined in _quarantine)
+    │   └── WriteHeldError                    a write held for review (in _core.quarantine)
     ├── LimitExceededError (ValueError)       file too large
     ├── PathNotFoundError (FileNotFoundError)
     │   └── VersionNotFoundError              no such version of the path (or it was redacted)

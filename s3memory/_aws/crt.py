@@ -80,7 +80,7 @@ class _Route(NamedTuple):
 
 def fast_client(client: Any) -> Any:
     """``client`` with its hot S3 verbs sent through awscrt (:class:`CrtS3Client`) when
-    awscrt is installed (``pip install 's3memory[fast]'``) and ``client`` is a boto3 S3
+    awscrt is installed (the ``fast`` extra: ``pip install -e '.[fast]'`` in the checkout) and ``client`` is a boto3 S3
     client it can stand in for; otherwise ``client`` itself.
 
     It cannot for a client without credentials, an unsigned one, one behind a proxy or with

@@ -331,7 +331,7 @@ def demo(scripted: bool) -> None:
 )
 @click.pass_context
 def mcp(ctx: click.Context, allow_restore: bool | None) -> None:
-    """Serve this user's memory to MCP clients over stdio (needs: pip install 's3memory[mcp]').
+    """Serve this user's memory to MCP clients over stdio (needs the mcp extra).
 
     The six memory tools, and history, read-only: memory_history, memory_show_version and
     memory_log; memory_restore only with --allow-restore. A bad setting does not stop the

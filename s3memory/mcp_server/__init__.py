@@ -47,7 +47,7 @@ directory), one line per version; ``memory_restore`` only when the server is sta
 ``allow_restore`` (``s3memory mcp --allow-restore``, or ``S3MEMORY_MCP_ALLOW_RESTORE=1``).
 The model gets no tool to redact. :func:`parse_time` reads their times, and the CLI's.
 
-``mcp`` is an optional extra (``pip install 's3memory[mcp]'``): it is imported only inside
+``mcp`` is an optional extra (``pip install -e '.[mcp]'`` in the checkout): it is imported only inside
 the functions below, so importing this module never fails and never loads it. stdout is the
 transport; the server writes logs to stderr only. The memory is opened on the first tool
 call (so the handshake is quick and a bad setting reaches the model as a tool error), and
@@ -103,7 +103,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("s3memory")
 
-MISSING_MCP = "the MCP server needs the mcp package: pip install 's3memory[mcp]'"
+MISSING_MCP = (
+    "the MCP server needs the mcp package: pip install -e '.[mcp]' in the s3memory checkout (s3memory is not on PyPI)"
+)
 
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 """The longest message the server reads: one line of stdin, without its newline, in bytes.

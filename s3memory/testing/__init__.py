@@ -2,8 +2,8 @@
 
 Installing s3memory registers this plugin (entry point ``pytest11``), so the fixtures are
 available in every test suite without any import. The fixtures that mock AWS need moto:
-``pip install 's3memory[testing]'`` (or ``moto[s3,kms]``); without it those tests are skipped,
-and the in-memory fixture still works. Example::
+the ``testing`` extra (``pip install -e '.[testing]'`` in the checkout) or ``moto[s3,kms]``;
+without it those tests are skipped, and the in-memory fixture still works. Example::
 
     def test_remembers(s3memory_tool):
         s3memory_tool.call({"command": "create", "path": "/memories/a.md", "file_text": "hi"})
@@ -121,7 +121,10 @@ TEST_REGION = "us-east-1"
 TEST_MASTER_KEY = bytes(range(32))
 """The fixed master key of the fixtures' tools and memories. For tests only: never use it."""
 
-_MOTO_MISSING = "the s3memory_bucket fixture needs moto: pip install 's3memory[testing]' (or 'moto[s3,kms]')"
+_MOTO_MISSING = (
+    "the s3memory_bucket fixture needs moto: pip install 'moto[s3,kms]' "
+    "(or s3memory's testing extra, pip install -e '.[testing]' in its checkout)"
+)
 
 _FAKE_AWS_ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
