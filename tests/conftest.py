@@ -5,6 +5,19 @@ local directory store, and S3 (moto) in tenant-key mode with a local master key,
 tenant-key mode with a KMS master key, and in KMS-per-object mode (and a real radosgw
 when one runs).
 
+Tiers: the default run (README's ``python -m pytest -q``) leaves out the tests marked
+``slow`` (subprocesses, crashes, a fault at every step, end-to-end runs of other programs,
+the radosgw flavour, heavy hypothesis, anything timed by the wall clock); ``-m slow`` runs
+them. Of the flavours, the default run keeps ``inmemory``, ``localdir`` and one moto
+flavour (``s3-tenant-local``); the other two moto flavours differ from it only in how keys
+are wrapped, which ``test_keyrings.py`` tests once per keyring in the default run, and go
+to the slow tier with radosgw (``SLOW_FLAVOURS``). The same rule holds for the flavour lists
+modules write themselves (``pytest_collection_modifyitems`` below).
+
+Hypothesis profiles: ``dev`` (the default: fewer examples) and ``ci`` (more), chosen by the
+environment variable ``HYPOTHESIS_PROFILE``. A test's own ``@settings(max_examples=...)``
+wins over the profile.
+
 Built on the shipped plugin, ``s3memory.testing`` (loaded in this session through its
 ``pytest11`` entry point, as in a user's): its constants, fake credentials and moto
 request serializer, so the suite tests the kit users get rather than a copy of it.
@@ -17,6 +30,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, LocalDirStore, open_memory
 from s3memory._crypto.cache import process_key_cache
@@ -33,7 +48,25 @@ BUCKET = TEST_BUCKET
 REGION = TEST_REGION
 MASTER_KEY = TEST_MASTER_KEY
 
-__all__ = ["BUCKET", "MASTER_KEY", "REGION", "RGW_ENDPOINT", "make_moto_requests_atomic", "use_fake_aws_credentials"]
+__all__ = [
+    "BUCKET",
+    "FLAVOURS",
+    "MASTER_KEY",
+    "REGION",
+    "RGW_ENDPOINT",
+    "SLOW_FLAVOURS",
+    "flavour_params",
+    "make_moto_requests_atomic",
+    "use_fake_aws_credentials",
+]
+
+# Hypothesis: `dev` for a developer's run (README's command), `ci` for CI's (HYPOTHESIS_PROFILE=ci).
+# No deadline in either: a loaded machine must not turn a slow example into a failure.
+hypothesis_settings.register_profile("dev", max_examples=20, deadline=None)
+hypothesis_settings.register_profile(
+    "ci", max_examples=100, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "dev")
 
 
 @pytest.fixture
@@ -50,20 +83,27 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-@pytest.fixture
-def s3_client(aws: None) -> Any:
+_SESSIONS: list[Any] = []
+
+
+def _session() -> Any:
     import boto3
 
-    client = boto3.client("s3", region_name=REGION)
+    if not _SESSIONS:
+        _SESSIONS.append(boto3.session.Session())
+    return _SESSIONS[0]
+
+
+@pytest.fixture
+def s3_client(aws: None) -> Any:
+    client = _session().client("s3", region_name=REGION)
     client.create_bucket(Bucket=BUCKET)
     return client
 
 
 @pytest.fixture
 def kms_client(aws: None) -> Any:
-    import boto3
-
-    return boto3.client("kms", region_name=REGION)
+    return _session().client("kms", region_name=REGION)
 
 
 @pytest.fixture
@@ -105,6 +145,14 @@ def rgw_client() -> Iterator[Any]:
 
 
 FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms", "rgw"]
+# In the slow tier only: two moto flavours that differ from "s3-tenant-local" only in how keys
+# are wrapped (test_keyrings.py covers each keyring in the default tier), and the real server.
+SLOW_FLAVOURS = frozenset({"s3-tenant-kms", "s3-kms", "rgw"})
+
+
+def flavour_params(flavours: list[str]) -> list[Any]:
+    """``flavours`` as parameters, those of ``SLOW_FLAVOURS`` marked ``slow``."""
+    return [pytest.param(f, marks=pytest.mark.slow) if f in SLOW_FLAVOURS else f for f in flavours]
 
 
 @pytest.fixture
@@ -149,7 +197,7 @@ def make_memory(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., 
     return make
 
 
-@pytest.fixture(params=FLAVOURS)
+@pytest.fixture(params=flavour_params(FLAVOURS))
 def flavour(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -162,3 +210,65 @@ def memory(make_memory: Callable[..., EncryptedMemory], flavour: str) -> Encrypt
 def pytest_configure(config: pytest.Config) -> None:
     # Never let a test talk to real AWS, whatever the developer's shell has configured.
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    config.addinivalue_line("markers", "slow: the slow tier, left out of the default run (run it with -m slow)")
+
+
+# The name a module gives the moto flavour with a local master key ("s3-tenant" in test_mounts).
+MOTO_DEFAULT_FLAVOURS = frozenset({"s3-tenant-local", "s3-tenant"})
+# ObjectStoreContract's tests at scale (thousands of objects, pages and batches): in the default
+# tier on the in-memory stores, where they take milliseconds; on every other store, slow.
+CONTRACT_AT_SCALE = frozenset(
+    {
+        "test_list_pages_beyond_one_thousand",
+        "test_versions_page_beyond_one_thousand",
+        "test_delete_more_than_one_batch",
+        "test_purge_more_than_one_batch",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Flavours written in a module's own parameter lists follow the fixture's rule:
+
+    - every test on radosgw is slow: those that take ``rgw_client`` and those parametrized
+      with the "rgw" flavour;
+    - a test parametrized over "s3-tenant-local" and also over "s3-tenant-kms" or "s3-kms"
+      runs the latter two in the slow tier only (a test whose one moto flavour is a KMS one
+      keeps it in the default tier);
+    - the store contract's tests at scale (``CONTRACT_AT_SCALE``) are slow but on the
+      in-memory stores.
+    """
+    moto_default: set[tuple[str, str]] = set()  # (test, parameter) pairs that run on s3-tenant-local
+    for item in items:
+        for name, value in _flavour_params(item):
+            if value in MOTO_DEFAULT_FLAVOURS:
+                moto_default.add((_test_of(item), name))
+    for item in items:
+        on_rgw = "rgw_client" in getattr(item, "fixturenames", ())
+        for name, value in _flavour_params(item):
+            on_rgw = on_rgw or value == "rgw"
+            if value in SLOW_FLAVOURS and (_test_of(item), name) in moto_default:
+                item.add_marker(pytest.mark.slow)
+        at_scale = getattr(item, "originalname", "") in CONTRACT_AT_SCALE and "InMemory" not in _class_of(item)
+        if on_rgw or at_scale:
+            item.add_marker(pytest.mark.slow)
+
+
+def _flavour_params(item: pytest.Item) -> list[tuple[str, str]]:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return []
+    return [(name, value) for name, value in callspec.params.items() if isinstance(value, str) and value in _NAMES]
+
+
+_NAMES = frozenset(FLAVOURS) | MOTO_DEFAULT_FLAVOURS
+
+
+def _class_of(item: pytest.Item) -> str:
+    cls = getattr(item, "cls", None)
+    return cls.__name__ if cls is not None else ""
+
+
+def _test_of(item: pytest.Item) -> str:
+    return item.nodeid.partition("[")[0]

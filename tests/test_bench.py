@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # benchmark runs
+
 BENCH = Path(__file__).parent.parent / "bench"
 
 

@@ -97,6 +97,7 @@ async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, str]:
     return bool(result.is_error), block.text
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_configured_command_serves_the_memory_over_stdio(tmp_path: Path) -> None:
     server = memory_server_config()
@@ -335,11 +336,13 @@ def run_claude_code(tmp_path: Path, fake_api: FakeMessagesAPI, *, path: str) -> 
     memory.close()
 
 
+@pytest.mark.slow
 @needs_cli
 def test_claude_code_runs_the_example_project_with_its_memory(tmp_path: Path, fake_api: FakeMessagesAPI) -> None:
     run_claude_code(tmp_path, fake_api, path=path_with_venv())
 
 
+@pytest.mark.slow
 @needs_cli
 @pytest.mark.skipif(sys.platform == "win32", reason="the slow server is a shell script")
 def test_claude_code_waits_for_a_memory_server_that_starts_slowly(tmp_path: Path, fake_api: FakeMessagesAPI) -> None:
@@ -422,6 +425,7 @@ async def test_the_in_process_tools_answer_as_the_memory_tool(agent_example: Mod
     assert server["type"] == "sdk" and server["name"] == "memory"
 
 
+@pytest.mark.slow
 @needs_cli
 @pytest.mark.anyio
 async def test_an_agent_sdk_agent_uses_the_in_process_memory(
@@ -443,6 +447,7 @@ async def test_an_agent_sdk_agent_uses_the_in_process_memory(
     memory.close()
 
 
+@pytest.mark.slow
 @needs_cli
 @pytest.mark.anyio
 async def test_an_agent_sdk_agent_uses_s3memory_mcp_over_stdio(

@@ -544,6 +544,7 @@ def test_help_says_only_what_is_true(home: Path) -> None:
     assert run("--track-access", "1", "view").exit_code == EXIT_USAGE  # "1" is taken for a command
 
 
+@pytest.mark.slow  # subprocesses
 def test_shell_completion_works_as_documented(tmp_path: Path) -> None:
     import os
     import subprocess
@@ -582,6 +583,7 @@ def test_demo_scripted_never_calls_the_api(monkeypatch: pytest.MonkeyPatch) -> N
     assert result.exit_code == 0 and "a SCRIPTED model" in result.stdout
 
 
+@pytest.mark.slow  # a subprocess
 def test_mcp_with_a_bad_setting_still_answers_and_says_what_is_wrong(tmp_path: Path) -> None:
     """Before, a bad setting killed `s3memory mcp` before the handshake: the client saw nothing."""
     import json

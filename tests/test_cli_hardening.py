@@ -126,6 +126,7 @@ HOSTILE = st.sampled_from(
 HOSTILE_TEXT = st.lists(st.one_of(HOSTILE, st.text(max_size=3)), max_size=8).map("".join)
 
 
+@pytest.mark.slow  # heavy hypothesis
 @given(HOSTILE_TEXT)
 @settings(max_examples=500)
 def test_a_rendered_name_is_inert_printable_and_recoverable(name: str) -> None:

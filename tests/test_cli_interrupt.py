@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocesses interrupted, timed by the wall clock
+
 SLOW = """
 import signal, sys, time
 # As in an interactive shell: a background job (a CI runner's) inherits SIGINT ignored.

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocesses of the CLI, with 30 s bounds for a hung command
+
 OK, REFUSED, USAGE, CONFIGURATION, STORAGE, PIPE_CLOSED = 0, 1, 2, 3, 4, 141
 
 

@@ -95,6 +95,7 @@ def test_a_fault_between_pages_leaves_the_rest_and_records_what_went() -> None:
     assert "/memories/dir" not in memory.view("/memories")
 
 
+@pytest.mark.slow  # thousands of keys on moto, paced by threads
 def test_on_s3_a_page_of_1000_is_deleted_before_the_third_page_is_listed(s3_client: Any) -> None:
     s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     memory = open_memory(user_id="alice", bucket=BUCKET, s3_client=s3_client, master_key=MASTER_KEY)

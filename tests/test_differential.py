@@ -413,6 +413,7 @@ def _fresh_inmemory() -> EncryptedMemory:
     return open_memory(user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, key_cache=KeyCache())
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=250, deadline=None)
 @given(data=st.data())
 def test_differential_inmemory(data: st.DataObject) -> None:
@@ -423,6 +424,7 @@ def test_differential_inmemory(data: st.DataObject) -> None:
         memory.close()
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_differential_localdir(data: st.DataObject) -> None:
@@ -449,6 +451,7 @@ def moto_s3() -> Iterator[Any]:
             yield boto3.client("s3", region_name=REGION)
 
 
+@pytest.mark.slow  # heavy hypothesis on moto
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
 def test_differential_s3(moto_s3: Any, data: st.DataObject) -> None:

@@ -101,6 +101,7 @@ def test_fault_free_budget_matches_the_scenarios(s3_client: Any) -> None:
         assert calls_of(command, s3_client) == expected
 
 
+@pytest.mark.slow  # a fault at every step
 @pytest.mark.parametrize(("operation", "k"), scenarios("rename"))
 def test_rename_survives_a_fault_at_every_step(s3_client: Any, operation: str, k: int) -> None:
     memory = seeded_memory(s3_client, "alice")
@@ -135,6 +136,7 @@ def test_rename_survives_a_fault_at_every_step(s3_client: Any, operation: str, k
     )
 
 
+@pytest.mark.slow  # a fault at every step
 @pytest.mark.parametrize(("operation", "k"), scenarios("delete"))
 def test_delete_survives_a_fault_and_finishes_when_repeated(s3_client: Any, operation: str, k: int) -> None:
     memory = seeded_memory(s3_client, "alice")

@@ -65,6 +65,8 @@ from s3memory import (
 )
 from s3memory._crypto import envelope
 
+pytestmark = pytest.mark.slow  # heavy hypothesis: about 14,000 examples
+
 # --- budget ---------------------------------------------------------------------------
 
 PATH_ANY_INPUT_EXAMPLES = 3_000

@@ -564,6 +564,7 @@ def test_shannon_entropy() -> None:
     assert shannon_entropy("ab") == pytest.approx(1.0) and shannon_entropy("abcd") == pytest.approx(2.0)
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_is_cheap_and_detectors_are_compiled_on_first_use() -> None:
     code = (
         "import s3memory._screening.secrets as g\n"
@@ -903,6 +904,7 @@ def _adversarial() -> dict[str, str]:
     }
 
 
+@pytest.mark.slow  # wall clock
 def test_adversarial_input_is_linear_time() -> None:
     timings = {}
     for policy in ("refuse", "redact"):

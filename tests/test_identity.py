@@ -138,6 +138,7 @@ def test_bad_arguments_are_configuration_errors(kwargs: dict[str, object], messa
     assert "auth0" not in str(caught.value)  # a refused subject is never echoed
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_is_light() -> None:
     """The module needs only the standard library (and s3memory's error types)."""
     heavy = "('boto3', 'botocore', 'anthropic', 'cryptography')"

@@ -516,6 +516,7 @@ def test_a_read_only_refresh_writes_nothing(make_memory: MakeMemory, flavour: st
 
 
 # -- round trips -----------------------------------------------------------------------------
+@pytest.mark.slow  # round trips read from the wall clock
 def test_round_trips_warm_cold_and_changed() -> None:
     store = Recorder(InMemoryStore(), rtt=0.04)  # round trips from timing: jitter stays small beside it
     memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
@@ -849,6 +850,7 @@ def test_the_index_always_agrees_with_the_files(operations: list[tuple[str, int,
         assert texts(mine) == model
 
 
+@pytest.mark.slow  # round trips read from the wall clock
 def test_with_encrypted_names_a_cold_process_is_still_one_round_trip() -> None:
     store = Recorder(InMemoryStore(), rtt=0.04)
     memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache(), encrypt_names=True)

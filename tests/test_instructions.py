@@ -334,6 +334,7 @@ def test_a_note_that_quotes_an_attack_is_flagged_like_the_attack() -> None:
 MEGABYTE = 1 << 20
 
 
+@pytest.mark.slow  # megabytes of adversarial text
 @pytest.mark.parametrize("piece", ["a", "(", "![", "<!--", "`a", "a\u200b", "a\u0430", "QUFB", "ignore the "])
 def test_a_megabyte_of_pathological_text_gets_an_answer(piece: str) -> None:
     text = (piece * (MEGABYTE // len(piece) + 1))[:MEGABYTE]
@@ -342,6 +343,7 @@ def test_a_megabyte_of_pathological_text_gets_an_answer(piece: str) -> None:
     assert len(found) <= MAX_FINDINGS * len(SCREEN.detectors)
 
 
+@pytest.mark.slow  # long adversarial inputs
 @pytest.mark.parametrize(
     "piece",
     [
@@ -498,6 +500,7 @@ def test_a_check_can_drop_or_move_a_match() -> None:
 # -- the benchmark ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a benchmark run
 def test_the_benchmark_runs_and_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     path = Path(__file__).parent.parent / "bench" / "instructions.py"
     spec = importlib.util.spec_from_file_location("bench_instructions", path)
@@ -522,6 +525,7 @@ def test_the_benchmark_runs_and_reports_every_figure(capsys: pytest.CaptureFixtu
 # -- cost of importing -----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a subprocess
 def test_importing_the_package_does_not_load_the_screen() -> None:
     code = (
         "import sys, s3memory; "
@@ -532,6 +536,7 @@ def test_importing_the_package_does_not_load_the_screen() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_patterns_are_compiled_on_first_use() -> None:
     code = (
         "import sys; from s3memory._screening.instructions import InstructionScreen; "

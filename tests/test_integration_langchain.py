@@ -249,6 +249,7 @@ class SlowWrites(DelegatingStore):
         return perform()
 
 
+@pytest.mark.slow  # the order of two calls set by a sleep
 def test_one_turns_calls_are_not_ordered() -> None:
     """The gap the module docstring names: a call that needs an earlier one of the same turn
     can run first (here the create's write is slowed down), and the model sees its error."""
@@ -564,6 +565,7 @@ def test_the_stock_middleware_fails_on_claudes_rename_and_insert(kind: str, tmp_
 # -- imports ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a subprocess
 def test_imports_stay_lazy() -> None:
     """``import s3memory`` loads no LangChain; the middleware loads no langchain-anthropic
     (about a second), recognising ChatAnthropic only once the application has imported it."""

@@ -518,6 +518,7 @@ def test_one_memory_tool_an_agent(memory: EncryptedMemory) -> None:
         run(Script(), capabilities=[S3Memory(memory), S3Memory(memory)])
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_s3memory_does_not_load_pydantic_ai() -> None:
     code = "import sys, s3memory; print('pydantic_ai' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

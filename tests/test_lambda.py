@@ -398,6 +398,7 @@ NO_IDENTITY = {
 }
 
 
+@pytest.mark.slow  # a matrix of 14 cold handlers
 @pytest.mark.parametrize("event", NO_IDENTITY.values(), ids=NO_IDENTITY.keys())
 def test_a_request_without_a_verified_identity_is_401(
     make_lambda: Callable[..., Lambda], capsys: pytest.CaptureFixture[str], event: Any
@@ -444,6 +445,7 @@ BAD_BODIES: dict[str, tuple[Any, str, str]] = {
 }
 
 
+@pytest.mark.slow  # a matrix of 44 cold handlers
 @pytest.mark.parametrize(("body", "code", "words"), BAD_BODIES.values(), ids=BAD_BODIES.keys())
 @pytest.mark.parametrize("make_event", [v2_event, v1_event], ids=["v2", "v1"])
 def test_a_bad_body_is_400(
@@ -497,6 +499,7 @@ MODEL_FAILURES: dict[str, tuple[Any, int, str]] = {
 }
 
 
+@pytest.mark.slow  # a matrix of 20 cold handlers
 @pytest.mark.parametrize(("failure", "status", "code"), MODEL_FAILURES.values(), ids=MODEL_FAILURES.keys())
 @pytest.mark.parametrize("on_turn", [0, 1], ids=["first-request", "after-a-tool-call"])
 def test_a_model_api_failure_is_a_clear_error(
@@ -774,6 +777,7 @@ def test_the_chat_route_requires_the_jwt_authorizer(template: dict[str, Any]) ->
     )
 
 
+@pytest.mark.slow  # cfn-lint and the SAM transform
 def test_the_template_passes_cfn_lint_before_and_after_the_sam_transform(template: dict[str, Any]) -> None:
     pytest.importorskip("cfnlint", reason="the dev extra installs cfn-lint")
     from cfnlint.api import ManualArgs, lint
@@ -783,6 +787,7 @@ def test_the_template_passes_cfn_lint_before_and_after_the_sam_transform(templat
         assert [str(m) for m in matches] == []
 
 
+@pytest.mark.slow  # cfn-lint
 def test_cfn_lint_would_catch_a_broken_template(template: dict[str, Any]) -> None:
     """The lint test can fail: an unknown property and an invalid runtime are reported."""
     pytest.importorskip("cfnlint", reason="the dev extra installs cfn-lint")
@@ -864,6 +869,7 @@ print(json.dumps(handler.handler({"version": "2.0", "requestContext": {}}, Conte
 """
 
 
+@pytest.mark.slow  # sam build and a subprocess
 @pytest.mark.skipif(sys.platform != "linux", reason="the package holds Linux wheels")
 @pytest.mark.skipif(shutil.which("make") is None, reason="sam build runs make: install make")
 def test_the_package_sam_builds_imports_with_nothing_else_on_the_path(tmp_path: Path) -> None:
@@ -887,6 +893,7 @@ def test_the_package_sam_builds_imports_with_nothing_else_on_the_path(tmp_path: 
     assert response["statusCode"] == 401 and json.loads(response["body"])["error"]["code"] == "unauthenticated"
 
 
+@pytest.mark.slow  # sam build, a subprocess
 @pytest.mark.skipif(shutil.which("make") is None, reason="sam build runs make: install make")
 def test_the_default_build_targets_the_lambda_runtime(tmp_path: Path, template: dict[str, Any]) -> None:
     """Without overrides, whatever Python runs the build, the wheels are the template's
@@ -935,6 +942,7 @@ def test_each_model_request_gets_at_most_what_is_left_of_the_turn(make_lambda: C
 # The second case's first request takes the whole turn (2 s): it is sent whatever a loaded
 # machine makes of the cold start before it (with 0.4 s left it once was not), and the next
 # one never is.
+@pytest.mark.slow  # wall clock
 @pytest.mark.parametrize(("remaining_ms", "delay", "requests"), [(2_000, 0.0, 0), (4_000, 2.0, 1)])
 def test_the_turn_ends_in_time_to_answer_504_itself(
     make_lambda: Callable[..., Lambda], remaining_ms: int, delay: float, requests: int

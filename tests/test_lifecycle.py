@@ -319,6 +319,7 @@ def rotation_scenarios() -> list[tuple[str, int, str]]:
     return [(method, k, mode) for mode in ("before", "after") for method, n in budget.items() for k in range(1, n + 1)]
 
 
+@pytest.mark.slow  # a fault at every step
 @pytest.mark.parametrize("flavour", TENANT_FLAVOURS)
 def test_rotation_survives_a_fault_at_every_step(make_memory: MakeMemory, flavour: str) -> None:
     probe = seeded(make_memory, flavour, user_id="probe")

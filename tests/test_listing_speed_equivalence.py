@@ -70,6 +70,7 @@ def _parsed(relative: str, limit: int) -> MemoryPath | None:
         return None
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=1_500, deadline=None)
 @given(relative=relatives, limit=limits)
 @example(relative="..", limit=100)
@@ -105,6 +106,7 @@ def reference_path_for_key(layout: TenantLayout, key: str) -> MemoryPath | None:
     return parsed if parsed is not None and parsed.relative == relative else None
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=600, deadline=None)
 @given(case=layout_and_key(), more=st.lists(relatives, max_size=5))
 def test_path_for_key_is_the_parser_on_any_key(case: tuple[TenantLayout, str], more: list[str]) -> None:
@@ -116,6 +118,7 @@ def test_path_for_key_is_the_parser_on_any_key(case: tuple[TenantLayout, str], m
     assert [path_of(k) for k in keys] == expected
 
 
+@pytest.mark.slow  # heavy hypothesis
 @given(layout=layouts, other=layouts)
 @settings(max_examples=300, deadline=None)
 def test_no_key_of_one_tenant_is_a_path_of_another(layout: TenantLayout, other: TenantLayout) -> None:
@@ -219,6 +222,7 @@ def _tampered(draw: st.DrawFn, keys: list[str], foreign: list[str]) -> str:
     return "/".join(segments)
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), memo=st.sampled_from([1, 2, 3, 5, 8192]))
 def test_opening_sealed_names_agrees_with_opening_each_segment(sealed: Sealed, data: st.DataObject, memo: int) -> None:
@@ -326,6 +330,7 @@ trees = st.lists(
 )
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=600, deadline=None)
 @given(
     files=trees,
@@ -344,6 +349,7 @@ def test_the_listing_is_the_two_level_tree(
     assert directory_view(directory, listed, budget, shown_as=shown_as, extra_dirs=extra) == expected
 
 
+@pytest.mark.slow  # thousands of keys
 @pytest.mark.parametrize("budget", [16_000, 2_000, 400])
 def test_a_long_listing_is_cut_as_the_tree_is(budget: int) -> None:
     flat = [(MemoryPath(f"big/note-{i:05d}.md"), i) for i in range(5_000)]

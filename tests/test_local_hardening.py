@@ -729,6 +729,7 @@ operations = st.lists(
 )
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planted=plantings(), ops=operations, folding=st.booleans(), plant_first=st.booleans())
 def test_fuzz_planted_trees_and_operations(

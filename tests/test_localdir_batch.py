@@ -306,6 +306,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # subprocesses
 def test_conditional_writes_in_batches_stay_atomic_across_processes(store: LocalDirStore, tmp_path: Path) -> None:
     store.put("t/counter", b"0", {})
     go = tmp_path / "go"
@@ -329,6 +330,7 @@ def test_conditional_writes_in_batches_stay_atomic_across_processes(store: Local
     assert len([v for v in store.list_versions("t/counter")]) == int(counter.body) + 1
 
 
+@pytest.mark.slow  # a long batch of files
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
 def test_a_long_batch_keeps_descriptors_bounded_and_leaves_none_open(store: LocalDirStore) -> None:
     before = open_fds()

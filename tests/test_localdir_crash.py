@@ -23,6 +23,8 @@ import pytest
 
 from s3memory import LocalDirStore
 
+pytestmark = pytest.mark.slow  # a child process killed at every step
+
 CHILD = textwrap.dedent(
     """
     import os, sys

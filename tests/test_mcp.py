@@ -85,6 +85,7 @@ def error(text: str) -> tuple[bool, str]:
     return True, text
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_six_tools_with_their_schemas_and_the_instructions(tmp_path: Path, mode: str) -> None:
@@ -109,6 +110,7 @@ async def test_six_tools_with_their_schemas_and_the_instructions(tmp_path: Path,
     assert tools["delete"].annotations is not None and tools["delete"].annotations.destructive_hint is True
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.anyio
 async def test_round_trip_with_the_contract_strings(tmp_path: Path) -> None:
     async with connect(tmp_path) as client:
@@ -146,6 +148,7 @@ async def test_round_trip_with_the_contract_strings(tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.anyio
 async def test_errors_are_tool_errors_and_the_server_keeps_serving(tmp_path: Path) -> None:
     async with connect(tmp_path) as client:
@@ -258,6 +261,7 @@ async def test_wrongly_typed_arguments_are_answered_in_the_tools_words() -> None
     assert memory.read_text("/memories/a.md") == "one\n" and [f.path for f in memory.list_files()] == ["/memories/a.md"]
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.anyio
 async def test_the_same_encrypted_store_as_the_library_and_per_user(tmp_path: Path) -> None:
     secret = "the launch code is 0000-SECRET"
@@ -360,6 +364,7 @@ async def test_an_unexpected_failure_reaches_the_client_without_its_details(
     assert "internal detail" in caplog.text  # logged (to stderr) for the operator, with its traceback
 
 
+@pytest.mark.slow  # the server over stdio
 def test_stdout_carries_only_the_protocol(tmp_path: Path) -> None:
     """Raw JSON-RPC: every stdout line is a protocol message, and closing stdin ends the server."""
     process = subprocess.Popen(
@@ -420,6 +425,7 @@ def run_python(code: str, tmp_path: Path) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.slow  # a subprocess
 def test_importing_the_module_does_not_import_mcp(tmp_path: Path) -> None:
     loaded = run_python(
         """
@@ -432,6 +438,7 @@ def test_importing_the_module_does_not_import_mcp(tmp_path: Path) -> None:
     assert loaded == "[]"
 
 
+@pytest.mark.slow  # a subprocess
 def test_without_mcp_serve_stdio_raises_configuration_error(tmp_path: Path) -> None:
     answer = run_python(
         """
@@ -448,6 +455,9 @@ def test_without_mcp_serve_stdio_raises_configuration_error(tmp_path: Path) -> N
         """,
         tmp_path,
     )
-    hint = "the MCP server needs the mcp package: pip install 's3memory[mcp]'"
+    hint = (
+        "the MCP server needs the mcp package: pip install -e '.[mcp]' in the s3memory checkout "
+        "(s3memory is not on PyPI)"
+    )
     assert answer.splitlines() == [hint, hint]
     assert not (tmp_path / "store").exists() and not (tmp_path / "master.key").exists()

@@ -204,6 +204,7 @@ def assert_error(answer: dict[str, Any], code: int, request_id: object) -> None:
     assert isinstance(answer["error"]["message"], str) and answer["error"]["message"], answer
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.parametrize("name", list(BAD_LINES))
 def test_a_bad_line_is_answered_and_the_server_keeps_serving(server: RawServer, name: str) -> None:
     line, code, request_id = BAD_LINES[name]
@@ -217,6 +218,7 @@ def test_a_bad_line_is_answered_and_the_server_keeps_serving(server: RawServer, 
     assert "refused a JSON-RPC message" in server.close()
 
 
+@pytest.mark.slow  # the server over stdio
 def test_every_bad_line_in_one_session_before_and_after_the_handshake(server: RawServer) -> None:
     """All of them, back to back on one connection, the first before ``initialize``."""
     lines = list(BAD_LINES.values())
@@ -230,6 +232,7 @@ def test_every_bad_line_in_one_session_before_and_after_the_handshake(server: Ra
     server.close()
 
 
+@pytest.mark.slow  # the server over stdio
 def test_a_batch_is_refused_for_each_request_in_it(server: RawServer) -> None:
     """MCP has no batches (since 2025-06-18): each request in one gets -32600 with its id."""
     server.initialize()
@@ -250,6 +253,7 @@ def test_a_batch_is_refused_for_each_request_in_it(server: RawServer) -> None:
     server.close()
 
 
+@pytest.mark.slow  # the server over stdio
 def test_blank_lines_and_crlf_are_not_errors(server: RawServer) -> None:
     server.initialize()
     server.send_bytes(b"\n   \n\r\n")
@@ -260,6 +264,7 @@ def test_blank_lines_and_crlf_are_not_errors(server: RawServer) -> None:
     server.close()
 
 
+@pytest.mark.slow  # the server over stdio
 def test_valid_json_rpc_the_sdk_refuses_is_answered_by_it(server: RawServer) -> None:
     server.initialize()
     server.send_bytes(request(5, "no/such/method") + b"\n")
@@ -288,6 +293,7 @@ def padded(request_id: int, size: int) -> bytes:
     return head + b" " * (size - len(head) - 1) + b"}"
 
 
+@pytest.mark.slow  # the server over stdio
 def test_the_largest_message_is_served_and_one_byte_more_is_refused(server: RawServer) -> None:
     server.initialize()
     server.send_bytes(padded(20, MAX_MESSAGE_BYTES) + b"\n")
@@ -308,6 +314,7 @@ def peak_rss_kib(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak RSS is read from /proc")
 def test_a_50_mb_line_is_refused_without_holding_it(server: RawServer) -> None:
     """The line is consumed in bounded chunks: the peak RSS grows by far less than 50 MB."""
@@ -334,6 +341,7 @@ def test_a_50_mb_line_is_refused_without_holding_it(server: RawServer) -> None:
     server.close()
 
 
+@pytest.mark.slow  # the server over stdio
 def test_an_overlong_last_line_without_newline_is_answered_at_eof(server: RawServer) -> None:
     server.initialize()
     server.send_bytes(padded(40, MAX_MESSAGE_BYTES + 100))

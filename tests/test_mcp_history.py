@@ -387,6 +387,7 @@ def test_the_cli_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert [options.get("allow_restore") for options in calls] == [True, False, None]
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.anyio
 async def test_over_stdio_the_variable_offers_restore_and_the_actor_is_mcp(tmp_path: Path) -> None:
     env = server_environment(tmp_path / "home")

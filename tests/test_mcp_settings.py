@@ -18,6 +18,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow  # the server over stdio
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "command",

@@ -13,6 +13,8 @@ import pytest
 
 import s3memory
 
+pytestmark = pytest.mark.slow  # builds the wheel and sdist in a subprocess
+
 ROOT = Path(__file__).parent.parent
 
 pytest.importorskip("build", reason="the packaging test needs the dev extra's build and hatchling")

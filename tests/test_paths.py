@@ -587,6 +587,7 @@ safe_segment = st.text(SAFE_CHARS, min_size=1, max_size=12).filter(
 PROPERTY_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=2000, **PROPERTY_SETTINGS)
 @given(st.text())
 def test_property_random_text(raw: str) -> None:
@@ -613,18 +614,21 @@ def _check_structured(raw: str) -> None:
             parse_path(raw)
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=2500, **PROPERTY_SETTINGS)
 @given(traversal_paths)
 def test_property_traversal_alphabet(raw: str) -> None:
     _check_structured(raw)
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=2500, **PROPERTY_SETTINGS)
 @given(hostile_paths)
 def test_property_hostile_alphabet(raw: str) -> None:
     _check_structured(raw)
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=1000, **PROPERTY_SETTINGS)
 @given(percent_paths)
 def test_property_percent_encoding(raw: str) -> None:
@@ -635,6 +639,7 @@ def test_property_percent_encoding(raw: str) -> None:
             parse_path(raw)
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=600, **PROPERTY_SETTINGS)
 @given(st.lists(safe_segment, min_size=1, max_size=5))
 def test_property_safe_names_are_accepted(parts: list[str]) -> None:
@@ -665,6 +670,7 @@ def refused_as_look_alike(segment: str) -> bool:
     return _displays_as_dot_segment(segment)
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=800, **PROPERTY_SETTINGS)
 @given(st.lists(st.lists(LOOKALIKE_NAME_CHARS, min_size=1, max_size=8).map("".join), min_size=1, max_size=3))
 def test_property_look_alike_names(parts: list[str]) -> None:
@@ -885,6 +891,7 @@ def _keys_of(layout: TenantLayout, paths: list[MemoryPath]) -> list[str]:
     return keys
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=1500, **PROPERTY_SETTINGS)
 @given(two_deployments(), st.lists(st.lists(deployment_path_segments, min_size=1, max_size=4), max_size=3))
 def test_property_two_deployments_never_overlap(

@@ -595,6 +595,7 @@ def code_accepts(value: str) -> bool:
     return True
 
 
+@pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=1500, deadline=None)
 @given(
     st.one_of(
@@ -1443,6 +1444,7 @@ def test_bad_deployment_options_are_refused(options: dict[str, Any]) -> None:
         deployment_documents(**arguments)
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_module_imports_nothing_heavy() -> None:
     code = "import sys, s3memory._admin.policy; assert not {'boto3', 'botocore', 'anthropic'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -124,6 +124,7 @@ def test_star_import_gives_the_exported_names() -> None:
     assert set(namespace) - {"__builtins__"} == EXPORTED
 
 
+@pytest.mark.slow  # a subprocess
 def test_importing_the_package_loads_neither_the_sdk_nor_boto3() -> None:
     """The lazily exported names stay lazy (a Lambda cold start pays for every import)."""
     code = (
@@ -137,6 +138,7 @@ def test_importing_the_package_loads_neither_the_sdk_nor_boto3() -> None:
 FRAMEWORKS = ("deepagents", "langchain", "langchain_core", "langchain_anthropic", "langgraph", "pydantic_ai", "strands")
 
 
+@pytest.mark.slow  # a subprocess
 def test_importing_the_package_loads_no_agent_framework() -> None:
     """Each framework costs 0.3-0.7 s to import; only its own s3memory.integrations module may."""
     code = f"import sys, s3memory; s3memory.__all__; print(sorted(m for m in {FRAMEWORKS} if m in sys.modules))"

@@ -236,6 +236,7 @@ def test_parameter_validation_stays_on(aws: None) -> None:
         client.delete_object(Bucket=BUCKET, Key="")
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_s3memory_loads_no_aws_sdk() -> None:
     code = (
         "import sys, s3memory, s3memory._aws.clients, s3memory.stores._s3\n"
@@ -281,6 +282,7 @@ def left(client: Any) -> list[str]:
     return [item["Key"] for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
 
 
+@pytest.mark.slow  # thousands of keys on moto, paced by threads
 def test_a_delete_of_2500_keys_is_3_delete_objects_in_flight_together(s3_client: Any) -> None:
     keys = [f"t/bulk/{i:05d}" for i in range(2500)]
     store = S3Store(BUCKET, s3_client)
@@ -390,6 +392,7 @@ def test_a_failure_outranks_objects_that_changed(s3_client: Any) -> None:
     assert not isinstance(info.value, PreconditionFailedError)
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_clients_s3memory_builds_do_not_import_boto3() -> None:
     """boto3 and s3transfer cost a cold start about 40 ms more than botocore alone, and the
     client is botocore's either way."""

@@ -281,6 +281,7 @@ def test_a_buckets_url_is_the_one_botocore_sends_to(fake_aws: None) -> None:
     assert len(seen) == 2
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_s3memory_does_not_import_awscrt() -> None:
     code = (
         "import sys, s3memory, s3memory.stores._s3, s3memory._aws.crt\n"
@@ -566,6 +567,7 @@ def test_a_redirect_is_left_to_botocore(canned: _Canned) -> None:
 
 
 # -- failures to connect ---------------------------------------------------------------------
+@pytest.mark.slow  # waits out the retries
 def test_a_refused_connection_is_storage_unavailable(fake_aws: None) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -578,6 +580,7 @@ def test_a_refused_connection_is_storage_unavailable(fake_aws: None) -> None:
             call()
 
 
+@pytest.mark.slow  # waits for a timeout
 def test_a_server_that_never_answers_is_storage_unavailable(fake_aws: None) -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
@@ -741,6 +744,7 @@ def tls_server(tmp_path: Any, fake_aws: None) -> Iterator[tuple[_Canned, str]]:
     thread.join()
 
 
+@pytest.mark.slow  # waits out the refused handshakes' retries
 def test_tls_verifies_the_server_as_botocore_would(tls_server: tuple[_Canned, str]) -> None:
     """An endpoint whose certificate no trusted CA signed is refused (never a silent
     unverified connection); the client's own CA bundle (``verify=path``) is honoured."""

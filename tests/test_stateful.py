@@ -100,6 +100,8 @@ from s3memory import (
 from s3memory._core.rename import provenance_at
 from s3memory.stores import DelegatingStore, ObjectStore
 
+pytestmark = pytest.mark.slow  # heavy hypothesis: state machines with faults
+
 T = TypeVar("T")
 
 MASTER_KEY = bytes(range(32))

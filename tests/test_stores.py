@@ -140,6 +140,7 @@ class TestStale(ObjectStoreContract):
 """
 
 
+@pytest.mark.slow  # a pytest subprocess
 def test_a_stale_declaration_of_a_gap_fails(tmp_path: Path) -> None:
     """A store declaring a capability it has: the test of that capability runs, passes, and
     so fails as a strict expected failure, whose report says the declaration is stale; the

@@ -30,6 +30,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 # -- without opentelemetry: nothing ------------------------------------------------------
+@pytest.mark.slow  # a subprocess
 def test_importing_s3memory_imports_no_opentelemetry() -> None:
     done = run_python(
         "import sys, s3memory, s3memory.stores, s3memory._admin.manage\n"
@@ -39,6 +40,7 @@ def test_importing_s3memory_imports_no_opentelemetry() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow  # a subprocess
 def test_an_application_that_does_not_trace_pays_no_import() -> None:
     """opentelemetry-api comes with anthropic; until the application imports it (to set a
     provider) a command imports nothing of it (20 ms of a cold start) and makes no span."""
@@ -52,6 +54,7 @@ def test_an_application_that_does_not_trace_pays_no_import() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow  # a subprocess
 def test_without_opentelemetry_the_commands_are_not_wrapped() -> None:
     done = run_python(
         "import sys\n"
@@ -440,6 +443,7 @@ def test_no_span_holds_a_path_a_name_a_user_id_or_content(spans: Any, where: str
 
 
 # -- the CloudWatch EMF example ----------------------------------------------------------
+@pytest.mark.slow  # a subprocess
 def test_the_emf_example_prints_cloudwatch_metrics() -> None:
     pytest.importorskip("opentelemetry.sdk")
     done = subprocess.run(

@@ -101,6 +101,7 @@ def test_in_memory_fixture(s3memory_memory: EncryptedMemory) -> None:
     assert "1\thi" in s3memory_memory.execute({"command": "view", "path": "/memories/a.md"})
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_s3memory_does_not_load_the_plugin_or_moto() -> None:
     code = (
         "import sys, s3memory; "
@@ -127,6 +128,7 @@ def test_memory(s3memory_memory):
 """
 
 
+@pytest.mark.slow  # a pytest subprocess
 @pytest.mark.parametrize("moto_installed", [True, False], ids=["with-moto", "without-moto"])
 def test_a_users_suite(tmp_path: Path, moto_installed: bool) -> None:
     """A foreign project picks the plugin up; without moto, the AWS fixtures skip cleanly."""
@@ -155,7 +157,7 @@ def test_a_users_suite(tmp_path: Path, moto_installed: bool) -> None:
         assert "3 passed" in result.stdout
     else:
         assert "2 passed, 1 skipped" in result.stdout
-        assert "pip install 's3memory[testing]'" in result.stdout
+        assert "pip install -e '.[testing]'" in result.stdout
 
 
 def test_the_projects_conftest_is_built_on_the_plugin() -> None:
@@ -231,6 +233,7 @@ class TestCareless(ObjectStoreContract):
 """
 
 
+@pytest.mark.slow  # a pytest subprocess
 def test_a_users_store_runs_the_contract(tmp_path: Path) -> None:
     """Subclassing runs every test on the user's store; the base class is never collected;
     what is declared lacking is an expected failure, what is not is caught."""

@@ -38,6 +38,7 @@ def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.slow  # wall clock
 def test_a_hung_s3_endpoint_fails_within_the_timeout_and_names_it(hung_endpoint: str) -> None:
     memory = Settings(bucket="memory", endpoint_url=hung_endpoint, timeout=0.3).open()
     started = time.monotonic()
@@ -52,6 +53,7 @@ def test_a_hung_s3_endpoint_fails_within_the_timeout_and_names_it(hung_endpoint:
     )
 
 
+@pytest.mark.slow  # wall clock
 def test_the_default_timeout_suits_a_lambda(hung_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Seconds, not botocore's 60 s per attempt; AWS_MAX_ATTEMPTS is honoured (it was not)."""
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
@@ -62,6 +64,7 @@ def test_the_default_timeout_suits_a_lambda(hung_endpoint: str, monkeypatch: pyt
     assert DEFAULT_TIMEOUT_SECONDS <= time.monotonic() - started < DEFAULT_TIMEOUT_SECONDS + 3
 
 
+@pytest.mark.slow  # wall clock
 def test_a_hung_kms_endpoint_fails_within_the_timeout(hung_endpoint: str) -> None:
     from s3memory import InMemoryStore
 
@@ -99,6 +102,7 @@ def test_a_bad_timeout_is_a_configuration_error_naming_the_setting(bad: str) -> 
         open_memory(user_id="alice", bucket="memory", master_key=generate_master_key(), timeout=value)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # wall clock
 def test_the_cli_takes_the_timeout_from_the_environment(
     hung_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: object
 ) -> None:

@@ -14,6 +14,7 @@ from conftest import BUCKET, MASTER_KEY
 from s3memory import AsyncS3MemoryTool, ConfigurationError, InMemoryStore, KeyCache, S3MemoryTool
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_does_not_load_anthropic_boto3_or_the_cli_libraries() -> None:
     code = (
         "import sys, s3memory; "
