@@ -46,28 +46,16 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import McpStdioServerConfig
 
 from s3memory import EncryptedMemory, S3MemoryError, Settings
-from s3memory.mcp_server import COMMAND_DESCRIPTIONS, INSTRUCTIONS, PARAMETER_DESCRIPTIONS
+from s3memory.mcp_server import COMMAND_DESCRIPTIONS, INSTRUCTIONS, PARAMETER_DESCRIPTIONS, PARAMETER_TYPES
 
 SERVER = "memory"
 #: Every tool of the memory server, allowed without asking (a server-wide permission rule).
 ALLOWED = [f"mcp__{SERVER}"]
 
-#: The JSON type of each parameter; its description is the one ``s3memory mcp`` gives.
-_TYPES: dict[str, dict[str, Any]] = {
-    "path": {"type": "string"},
-    "view_range": {"type": "array", "items": {"type": "integer"}},
-    "file_text": {"type": "string"},
-    "old_str": {"type": "string"},
-    "new_str": {"type": "string"},
-    "insert_line": {"type": "integer"},
-    "insert_text": {"type": "string"},
-    "old_path": {"type": "string"},
-    "new_path": {"type": "string"},
-}
-
 
 def _parameters(*names: str) -> dict[str, Any]:
-    return {name: {**_TYPES[name], "description": PARAMETER_DESCRIPTIONS[name]} for name in names}
+    """The JSON schema of ``names``, each typed and described as ``s3memory mcp`` declares it."""
+    return {name: {**PARAMETER_TYPES[name], "description": PARAMETER_DESCRIPTIONS[name]} for name in names}
 
 
 def stdio_server(env: dict[str, str] | None = None) -> McpStdioServerConfig:

@@ -58,6 +58,20 @@ COMMAND_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 OPTIONAL_PARAMETERS = frozenset({"view_range"})
 
+#: Each parameter's JSON schema type, as every front end declares it (the descriptions below).
+PARAMETER_TYPES: dict[str, dict[str, object]] = {
+    "command": {"type": "string", "enum": list(COMMAND_DESCRIPTIONS)},
+    "path": {"type": "string"},
+    "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+    "file_text": {"type": "string"},
+    "old_str": {"type": "string"},
+    "new_str": {"type": "string"},
+    "insert_line": {"type": "integer"},
+    "insert_text": {"type": "string"},
+    "old_path": {"type": "string"},
+    "new_path": {"type": "string"},
+}
+
 #: Each parameter's description, as a tool per command (MCP) shows it.
 PARAMETER_DESCRIPTIONS: dict[str, str] = {
     "path": "A file or directory under /memories, e.g. /memories/notes.md or /memories/projects.",

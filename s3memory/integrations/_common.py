@@ -15,22 +15,9 @@ from typing import Any
 
 from .._core.protocol import Memory as Memory
 from .._errors import answer_for_model
-from .._tool_words import COMMAND_DESCRIPTIONS, MEMORY_PARAMETER_DESCRIPTIONS
+from .._tool_words import MEMORY_PARAMETER_DESCRIPTIONS, PARAMETER_TYPES
 from .._tool_words import MEMORY_TOOL_DESCRIPTION as MEMORY_TOOL_DESCRIPTION
 from .._tool_words import MEMORY_TOOL_NAME as MEMORY_TOOL_NAME
-
-_PARAMETER_TYPES: dict[str, dict[str, Any]] = {
-    "command": {"type": "string", "enum": list(COMMAND_DESCRIPTIONS)},
-    "path": {"type": "string"},
-    "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
-    "file_text": {"type": "string"},
-    "old_str": {"type": "string"},
-    "new_str": {"type": "string"},
-    "insert_line": {"type": "integer"},
-    "insert_text": {"type": "string"},
-    "old_path": {"type": "string"},
-    "new_path": {"type": "string"},
-}
 
 #: The ``memory`` function tool's parameters: every field Claude's memory tool sends, only
 #: ``command`` required. Adapters hand frameworks this JSON schema rather than a typed
@@ -39,7 +26,7 @@ _PARAMETER_TYPES: dict[str, dict[str, Any]] = {
 MEMORY_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        name: {**_PARAMETER_TYPES[name], "description": text} for name, text in MEMORY_PARAMETER_DESCRIPTIONS.items()
+        name: {**PARAMETER_TYPES[name], "description": text} for name, text in MEMORY_PARAMETER_DESCRIPTIONS.items()
     },
     "required": ["command"],
     "additionalProperties": False,

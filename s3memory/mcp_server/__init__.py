@@ -92,6 +92,9 @@ from .._tool_words import (
 from .._tool_words import (
     PARAMETER_DESCRIPTIONS as PARAMETER_DESCRIPTIONS,  # public, as COMMAND_DESCRIPTIONS
 )
+from .._tool_words import (
+    PARAMETER_TYPES as PARAMETER_TYPES,  # public, as COMMAND_DESCRIPTIONS
+)
 from .jsonrpc import refusal, too_large, triage
 from .jsonrpc import request_id_in as request_id_in  # reads the id a refusal carries (see jsonrpc)
 
