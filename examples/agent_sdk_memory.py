@@ -18,7 +18,7 @@ Two ways to give an agent the memory, both as MCP tools named ``mcp__memory__vie
 Running an agent (:func:`main`, ``query()``) needs the Claude Code CLI (the
 ``claude-agent-sdk`` wheel bundles it) and an ``ANTHROPIC_API_KEY`` or a Claude login: it
 talks to Claude. Building the options and servers, and calling the in-process tools
-(:func:`memory_tools`), need neither and work offline. tests/test_claude_code_mcp.py runs
+(:func:`memory_tools`), need neither and work offline. tests/frontends/mcp/test_claude_code.py runs
 agents both ways through the bundled CLI against a fake Messages API on localhost.
 """
 

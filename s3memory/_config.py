@@ -45,7 +45,7 @@ STORE_DIRECTORY = "store"  # the local store's directory in the data home
 MASTER_KEY_FILE = "master.key"  # the local master key's file in the data home
 _HOME_VARIABLE = "S3MEMORY_HOME"
 #: The instruction policies as people are shown them: the default, the stricter, the one that
-#: screens nothing (tests/test_options.py checks that they are those of ``InstructionPolicy``).
+#: screens nothing (tests/package/test_options.py checks that they are those of ``InstructionPolicy``).
 INSTRUCTION_POLICY_CHOICES: tuple[InstructionPolicy, ...] = ("flag", "quarantine", "allow")
 
 
@@ -431,7 +431,7 @@ def _described(item: Field[Any]) -> Setting:
 #: Each setting, by its field's name: its variable, help, flag, how it is read, its option.
 SETTINGS: dict[str, Setting] = {item.name: _described(item) for item in fields(Settings)}
 #: setting name -> (environment variable, help). The README's configuration table mirrors it
-#: (tests/test_docs.py checks that every variable is documented).
+#: (tests/package/test_docs.py checks that every variable is documented).
 ENVIRONMENT: dict[str, tuple[str, str]] = {name: (setting.variable, setting.help) for name, setting in SETTINGS.items()}
 
 

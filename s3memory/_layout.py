@@ -13,7 +13,7 @@ One tenant owns two key prefixes, and nothing outside them::
 
 The internal families are disjoint: a key document's name is one segment ending ``-key``
 directly under ``.s3memory/``; every other family is a folder whose names never end so
-(``tests/test_layout.py``). Mounting another store is another :class:`TenantLayout` (its own
+(``tests/core/test_layout.py``). Mounting another store is another :class:`TenantLayout` (its own
 tenant id and keys), not a new family.
 
 Computing a key makes no request of its own, except that with encrypted names the tenant's

@@ -4,7 +4,7 @@ No store, no keys, no I/O: a file's view with line numbers (and the notice that 
 to page with ``view_range`` when it is cut), the two-level directory listing with sizes, the
 edit snippet, and the bounded echo of model-supplied values in error messages. Strings follow
 the memory tool's contract and, where it is silent, the SDK's reference tool
-(``BetaLocalFilesystemMemoryTool``); ``tests/test_render.py`` compares them with the reference.
+(``BetaLocalFilesystemMemoryTool``); ``tests/core/test_render.py`` compares them with the reference.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Tiers: the default run (README's ``python -m pytest -q``) leaves out the tests m
 the radosgw flavour, heavy hypothesis, anything timed by the wall clock); ``-m slow`` runs
 them. Of the flavours, the default run keeps ``inmemory``, ``localdir`` and one moto
 flavour (``s3-tenant-local``); the other two moto flavours differ from it only in how keys
-are wrapped, which ``test_keyrings.py`` tests once per keyring in the default run, and go
+are wrapped, which ``tests/crypto/test_keyrings.py`` tests once per keyring in the default run, and go
 to the slow tier with radosgw (``SLOW_FLAVOURS``). The same rule holds for the flavour lists
 modules write themselves (``pytest_collection_modifyitems`` below).
 
@@ -20,7 +20,8 @@ wins over the profile.
 
 Built on the shipped plugin, ``s3memory.testing`` (loaded in this session through its
 ``pytest11`` entry point, as in a user's): its constants, fake credentials and moto
-request serializer, so the suite tests the kit users get rather than a copy of it.
+request serializer, so the suite tests the kit users get rather than a copy of it. What test
+modules import comes from the ``helpers`` package (tests/helpers/), never from here.
 """
 
 from __future__ import annotations
@@ -30,35 +31,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from helpers import (
+    BUCKET,
+    FLAVOURS,
+    MASTER_KEY,
+    REGION,
+    RGW_ENDPOINT,
+    SLOW_FLAVOURS,
+    flavour_params,
+    make_moto_requests_atomic,
+    use_fake_aws_credentials,
+)
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from s3memory import EncryptedMemory, InMemoryStore, KeyCache, LocalDirStore, open_memory
 from s3memory._crypto.cache import process_key_cache
-from s3memory.testing import (
-    TEST_BUCKET,
-    TEST_MASTER_KEY,
-    TEST_REGION,
-    make_moto_requests_atomic,
-    use_fake_aws_credentials,
-)
-
-# The plugin's (s3memory.testing), under the names the test modules import from here.
-BUCKET = TEST_BUCKET
-REGION = TEST_REGION
-MASTER_KEY = TEST_MASTER_KEY
-
-__all__ = [
-    "BUCKET",
-    "FLAVOURS",
-    "MASTER_KEY",
-    "REGION",
-    "RGW_ENDPOINT",
-    "SLOW_FLAVOURS",
-    "flavour_params",
-    "make_moto_requests_atomic",
-    "use_fake_aws_credentials",
-]
 
 # Hypothesis: `dev` for a developer's run (README's command), `ci` for CI's (HYPOTHESIS_PROFILE=ci).
 # No deadline in either: a loaded machine must not turn a slow example into a failure.
@@ -111,10 +99,6 @@ def kms_key_id(kms_client: Any) -> str:
     return str(kms_client.create_key(Description="s3memory test key")["KeyMetadata"]["Arn"])
 
 
-# A real S3 implementation (Ceph radosgw, started by scripts/radosgw.sh in CI), if any.
-RGW_ENDPOINT = os.environ.get("S3MEMORY_TEST_S3_ENDPOINT")
-
-
 @pytest.fixture
 def rgw_client() -> Iterator[Any]:
     """An S3 client on radosgw with a fresh bucket (emptied and removed afterwards)."""
@@ -142,17 +126,6 @@ def rgw_client() -> Iterator[Any]:
         if keys:
             client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
     client.delete_bucket(Bucket=bucket)
-
-
-FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms", "rgw"]
-# In the slow tier only: two moto flavours that differ from "s3-tenant-local" only in how keys
-# are wrapped (test_keyrings.py covers each keyring in the default tier), and the real server.
-SLOW_FLAVOURS = frozenset({"s3-tenant-kms", "s3-kms", "rgw"})
-
-
-def flavour_params(flavours: list[str]) -> list[Any]:
-    """``flavours`` as parameters, those of ``SLOW_FLAVOURS`` marked ``slow``."""
-    return [pytest.param(f, marks=pytest.mark.slow) if f in SLOW_FLAVOURS else f for f in flavours]
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ writes ``policies/*.json`` (the documents for the example values in ``EXAMPLE``:
 own bucket and ARNs, or run ``s3memory policy``, for a deployment without SAM) and the
 policy parts of ``template.json`` (the same documents, with the example values replaced by
 CloudFormation references to the template's own bucket, roles and key).
-``tests/test_examples.py`` checks that both match the functions, so they never drift.
+``tests/package/test_examples.py`` checks that both match the functions, so they never drift.
 """
 
 from __future__ import annotations

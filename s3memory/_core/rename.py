@@ -22,8 +22,8 @@ in round trips:
 So a file moves in 3 round trips and a directory in 4. A failure part-way leaves each file
 at its old path, its new path or both, and a directory's record; issuing the rename again
 finishes the job: a directory's by its record, a file's because the copy at the
-destination is of the very version at the source. ``tests/test_stateful.py`` models the
-protocol; ``tests/test_vectors.py`` freezes the record's key and format.
+destination is of the very version at the source. ``tests/contract/test_stateful.py`` models the
+protocol; ``tests/crypto/test_vectors.py`` freezes the record's key and format.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ an emptied directory (an empty directory is no object), and a delete marker's fi
 name says all it holds: it is made in place, empty). Between a write's call and the end of
 its batch, another process may read the write before its directory is on disk (as it could
 read it before its file was, before this). A crash before the batch answered may leave
-temporary files in ``.tmp`` and each key old or new (``tests/test_localdir_crash.py`` kills
+temporary files in ``.tmp`` and each key old or new (``tests/stores/localdir/test_crash.py`` kills
 the store between any two steps).
 """
 

@@ -1,0 +1,66 @@
+"""What the tests share, imported as ``helpers`` (``pythonpath = ["tests"]`` in pyproject.toml):
+the test bucket, region and master key (those of the shipped plugin, ``s3memory.testing``),
+the backend flavours and which of them are slow, and the repository's folders. Modules beside
+this one hold the rest: ``fakekms`` (a deterministic KMS), ``fake_messages_api`` (a scripted
+Messages endpoint), ``meter`` (counting requests), ``path_rules`` and ``path_strategies`` (the
+path oracles and hypothesis strategies), ``cli`` and ``mcp`` (the front ends' environments)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from s3memory.testing import (
+    TEST_BUCKET,
+    TEST_MASTER_KEY,
+    TEST_REGION,
+    make_moto_requests_atomic,
+    use_fake_aws_credentials,
+)
+
+__all__ = [
+    "BENCH_DIR",
+    "BUCKET",
+    "DATA_DIR",
+    "DOCS_DIR",
+    "EXAMPLES_DIR",
+    "FIXTURES_DIR",
+    "FLAVOURS",
+    "MASTER_KEY",
+    "REGION",
+    "REPO",
+    "RGW_ENDPOINT",
+    "SLOW_FLAVOURS",
+    "flavour_params",
+    "make_moto_requests_atomic",
+    "use_fake_aws_credentials",
+]
+
+BUCKET = TEST_BUCKET
+REGION = TEST_REGION
+MASTER_KEY = TEST_MASTER_KEY
+
+# The repository's folders, wherever a test module sits below tests/.
+REPO = Path(__file__).resolve().parents[2]
+DATA_DIR = REPO / "tests" / "data"  # corpora, kept byte for byte
+FIXTURES_DIR = REPO / "tests" / "fixtures"  # frozen stored formats
+EXAMPLES_DIR = REPO / "examples"
+DOCS_DIR = REPO / "docs"
+BENCH_DIR = REPO / "bench"
+
+# A real S3 implementation (Ceph radosgw, started by scripts/radosgw.sh in CI), if any.
+RGW_ENDPOINT = os.environ.get("S3MEMORY_TEST_S3_ENDPOINT")
+
+FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms", "rgw"]
+# In the slow tier only: two moto flavours that differ from "s3-tenant-local" only in how keys
+# are wrapped (tests/crypto/test_keyrings.py covers each keyring in the default tier), and the
+# real server.
+SLOW_FLAVOURS = frozenset({"s3-tenant-kms", "s3-kms", "rgw"})
+
+
+def flavour_params(flavours: list[str]) -> list[Any]:
+    """``flavours`` as parameters, those of ``SLOW_FLAVOURS`` marked ``slow``."""
+    return [pytest.param(f, marks=pytest.mark.slow) if f in SLOW_FLAVOURS else f for f in flavours]
