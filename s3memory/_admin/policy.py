@@ -47,7 +47,8 @@ role (a compromised function) can still assume any user's session. Use
 Longer than most modules, and kept whole: the documents are one deployment (the session
 policy, the key policy, the trust policy and the bucket's lifecycle refer to one another's
 tags, prefixes and contexts), built from one set of validated inputs, and reviewed
-together against AWS's evaluation rules (``tests/admin/test_policy.py`` evaluates them as one).
+together against AWS's evaluation rules (``tests/admin/test_policy_isolation.py`` evaluates
+them as one, with the evaluator of ``tests/helpers/iam.py``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ imported on first use, so the local default never pays for it; boto3 is never im
 (its import, with s3transfer's, was a third of the first command's cold start): the clients
 are botocore's, which is what ``boto3.client`` returns too.
 
-They are also tuned for CPU per request (measured in issue 16): timestamps are parsed
-without ``dateutil`` (a LIST of 1,000 keys spent three quarters of its CPU there), and
+They are also tuned for CPU per request (measured with ``bench/run.py``): timestamps are
+parsed without ``dateutil`` (a LIST of 1,000 keys spent three quarters of its CPU there), and
 checksums are computed only where S3 requires one (every body is authenticated by the
 envelope's AES-GCM already). A client the application passes is never changed.
 """

@@ -29,10 +29,10 @@ What must agree, and the documented differences, accounted for precisely:
 * (3) Error strings differ in places. When the reference fails (``ToolError`` or a raw OS
   exception), ours must fail too, with an ``S3MemoryError`` (a clear error, never a raw
   exception). Ours raising anything that is not an ``S3MemoryError`` is always a failure.
-  Except path refusals (issue 11, item 21): where the reference refuses a path (outside
-  ``/memories``, or escaping it with ``..``), ours must refuse it with an
-  ``InvalidPathError`` whose message is the reference's exact text followed by the rule
-  that was broken (`` (...)`` or ``: ...``). A few such paths are in the alphabet.
+  Except path refusals: where the reference refuses a path (outside ``/memories``, or
+  escaping it with ``..``), ours must refuse it with an ``InvalidPathError`` whose message
+  is the reference's exact text followed by the rule that was broken (`` (...)`` or
+  ``: ...``). A few such paths are in the alphabet.
 * (4) Deliberate contract deviations, where the reference succeeds and ours refuses. These
   inputs are generated but run on ours only, and ours must refuse them with the specific
   error; the reference is not run, so the two states stay equal: ``/memoriesX...`` paths,
@@ -550,7 +550,7 @@ def test_deviation_view_range_outside_the_file(
             memory.execute(cmd)
 
 
-# -- path refusals in the reference's words (issue 11, item 21) ---------------------------
+# -- path refusals in the reference's words -----------------------------------------------
 OUTSIDE_RULE = " (a path is /memories or starts with /memories/)"
 ESCAPE_RULE = ": '..' segments (directory traversal) are not allowed"
 
@@ -628,7 +628,7 @@ def test_deviation_dot_segments_that_stay_inside(pair: tuple[BetaLocalFilesystem
 def test_deviation_look_alike_names(pair: tuple[BetaLocalFilesystemMemoryTool, EncryptedMemory]) -> None:
     reference, memory = pair
     # The reference creates a file whose name displays as a path inside projects/ (and one
-    # that displays as notes.md); ours refuses both (issue 11, item 19).
+    # that displays as notes.md); ours refuses both.
     for path in ("/memories/projects\u2215plan.md", "/memories/notes\uff0emd"):
         assert reference.call({"command": "create", "path": path, "file_text": "t"}).startswith("File created")
         with pytest.raises(InvalidPathError, match=r"look-alikes of '/', '\\' and '\.' are not allowed"):

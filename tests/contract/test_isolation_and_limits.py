@@ -43,7 +43,7 @@ TENANT_KEY = "alice/.s3memory/tenant-key"
 def _assert_error_message(error: BaseException) -> None:
     message = str(error)
     if isinstance(error, InvalidPathError) and message.startswith("Path "):
-        # Outside /memories and ".." segments: the SDK reference's words, then the rule (issue 11, item 21).
+        # Outside /memories and ".." segments: the SDK reference's words, then the rule.
         assert message.startswith("Path must start with /memories, got: ") or (
             " would escape /memories directory: " in message
         ), message

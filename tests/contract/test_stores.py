@@ -454,7 +454,7 @@ def test_the_delegating_store_forwards_the_version_verbs_through_its_hook() -> N
 def test_s3_a_write_answer_says_whether_the_bucket_keeps_versions(s3_client: Any) -> None:
     """Versioning turned on while a store is in use is seen by its next write (whose answer
     has a ``VersionId``), with no request of its own; ``GetBucketVersioning`` is asked only
-    before a store's first write (issue 26, item 5)."""
+    before a store's first write."""
     asked: list[str] = []
     s3_client.meta.events.register("before-call.s3.GetBucketVersioning", lambda **_: asked.append("asked"))
     store = S3Store(BUCKET, s3_client)

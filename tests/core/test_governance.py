@@ -398,7 +398,7 @@ def test_a_command_that_fails_leaves_a_new_user_as_it_found_them(
     make_memory: MakeMemory, flavour: str, encrypt_names: bool, request: pytest.FixtureRequest
 ) -> None:
     """Reads and refusals on a user with no keys yet make no key (tenant, history or names
-    key) and no other object: keys are made by the first write (issue 26, item 6)."""
+    key) and no other object: keys are made by the first write."""
     if flavour != "inmemory":  # a bucket that keeps versions: the history key is at stake too
         request.getfixturevalue("s3_client").put_bucket_versioning(
             Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"}

@@ -1,12 +1,11 @@
-"""Regression tests for the core's part of the security hardening (issue 11): what a
-hostile model or bucket writer could do before, each refused now.
+"""What a hostile model or bucket writer could once do to the core, each refused now.
 
-Items: 4 (tenants of two deployments never overlap), 5 (objects are bound to their
-deployment), 6 (internal records sealed for names no memory path has), 7 (edit answers are
-linear-time and capped), 8 (access markers only for files that exist), 9 (stored objects
-read with a size bound), 11 (any integer from the model gets a clear error), 14 (no silent
-new tenant key beside existing files), 16 (edits screened as the file they leave), 18 (a
-fresh data key for every version), and today's formats still opening (stored fixtures).
+Tenants of two deployments never overlap; objects are bound to their deployment; internal
+records are sealed for names no memory path has; edit answers are linear-time and capped;
+access markers are written only for files that exist; stored objects are read with a size
+bound; any integer from the model gets a clear error; no new tenant key appears silently
+beside existing files; edits are screened as the file they leave; every version has a fresh
+data key; and what s3memory 0.1 stored (``tests/vectors/format_v1.json``) still opens.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers import BUCKET, FIXTURES_DIR, MASTER_KEY
+from helpers import BUCKET, MASTER_KEY, VECTORS_DIR
 from helpers.fakekms import FakeKms
 
 from s3memory import (
@@ -42,7 +41,7 @@ from s3memory._crypto import envelope
 from s3memory.stores import ObjectStore, S3Store, StoredObject
 
 MakeMemory = Callable[..., EncryptedMemory]
-FIXTURES = json.loads((FIXTURES_DIR / "format_v1.json").read_text())
+FIXTURES = json.loads((VECTORS_DIR / "format_v1.json").read_text())
 
 
 def stored(memory: EncryptedMemory, path: str) -> StoredObject:
@@ -57,7 +56,7 @@ def put_raw(memory: EncryptedMemory, key: str, obj: StoredObject) -> None:
     memory.store.put(key, bytes(obj.body), dict(obj.metadata))
 
 
-# --- 4: no deployment's tenant lives inside another's ------------------------------------------
+# --- no deployment's tenant lives inside another's ------------------------------------------------
 
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local"])
@@ -81,7 +80,7 @@ def all_keys(store: ObjectStore) -> list[str]:
     return sorted(info.key for info in store.list(""))
 
 
-# --- 5: the deployment is bound -----------------------------------------------------------------
+# --- the deployment is bound ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local", "s3-tenant-kms", "s3-kms"])
@@ -143,7 +142,7 @@ def test_objects_and_key_documents_of_format_v1_still_open(scenario: str) -> Non
             assert envelope.parse_header(meta).wrapped_key.context[envelope.CONTEXT_PREFIX] == "app/"
         document = json.loads(store.get("app/alice/.s3memory/tenant-key").body)  # type: ignore[union-attr]
         # Upgraded from version 1; version 3, as the store keeps the versions from before the
-        # rotation, wrapped under the old key, which the document keeps for them (issue 14).
+        # rotation, wrapped under the old key, which the document keeps for them.
         assert document["v"] == 3 and document["kept"]
 
 
@@ -167,7 +166,7 @@ def test_a_v1_object_is_not_accepted_in_another_deployment_without_its_key_docum
         other.read_text("/memories/notes.md")
 
 
-# --- 6: internal records are sealed for names no memory path has ------------------------------
+# --- internal records are sealed for names no memory path has -------------------------------------
 
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-kms"])
@@ -214,7 +213,7 @@ def test_the_intent_key_is_where_rename_looks(make_memory: MakeMemory) -> None:
     assert memory.store.get(memory_intent_key(memory, "/memories/a", "/memories/b")) is not None
 
 
-# --- 7: edit answers -------------------------------------------------------------------------------
+# --- edit answers ---------------------------------------------------------------------------------
 
 
 def test_multiple_occurrences_answer_is_capped_and_linear(make_memory: MakeMemory) -> None:
@@ -250,7 +249,7 @@ def test_the_edit_snippet_is_capped_like_view(make_memory: MakeMemory) -> None:
     assert memory.read_text("/memories/a.md") == "w" * 90_000 + "\n"  # the write itself is whole
 
 
-# --- 8: access markers ------------------------------------------------------------------------------
+# --- access markers -------------------------------------------------------------------------------
 
 
 def test_access_markers_only_for_files_that_exist(make_memory: MakeMemory) -> None:
@@ -265,7 +264,7 @@ def test_access_markers_only_for_files_that_exist(make_memory: MakeMemory) -> No
     assert len(list(memory.store.list(markers))) == 1
 
 
-# --- 9: bounded reads ------------------------------------------------------------------------------
+# --- bounded reads --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local"])
@@ -311,7 +310,7 @@ def test_a_huge_key_document_is_a_corrupt_key_document(make_memory: MakeMemory) 
         memory.create("/memories/a.md", "x")
 
 
-# --- 11: integers from the model --------------------------------------------------------------------
+# --- integers from the model ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -344,7 +343,7 @@ def test_a_huge_end_of_view_range_still_reads_to_the_end(make_memory: MakeMemory
     assert memory.view("/memories/a.md", [2, 10**5000]).endswith("     2\ttwo\n     3\t")
 
 
-# --- 14: no silent new tenant key ---------------------------------------------------------------------
+# --- no silent new tenant key ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-tenant-local", "s3-tenant-kms"])
@@ -366,7 +365,7 @@ def test_a_missing_tenant_key_beside_files_is_refused_not_replaced(make_memory: 
     assert make_memory(flavour).read_text("/memories/a.md") == "written under the first key\n"
 
 
-# --- 16: a secret split across edits -------------------------------------------------------------
+# --- a secret split across edits ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("policy", ["refuse", "redact"])
@@ -391,7 +390,7 @@ def test_an_edit_beside_a_secret_the_file_already_held_passes(make_memory: MakeM
     assert guarded.read_text("/memories/a.md") == "key AKIA2E0A8F3B244C9E7F\nnote: coffee\n"
 
 
-# --- 18: a fresh data key for every version -------------------------------------------------------
+# --- a fresh data key for every version -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("flavour", ["inmemory", "s3-kms"])

@@ -85,7 +85,7 @@ def test_the_internal_families_cannot_collide() -> None:
 
 
 def test_internal_keys_are_as_frozen() -> None:
-    """The names every earlier version wrote (also frozen in tests/fixtures/vectors.json)."""
+    """The names every earlier version wrote (also frozen in tests/vectors/vectors.json)."""
     layout = TenantLayout("alice")
     assert layout.key_document(TENANT_KEY) == "alice/.s3memory/tenant-key"
     assert layout.key_document(NAMES_KEY) == "alice/.s3memory/names-key"

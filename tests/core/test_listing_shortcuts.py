@@ -1,4 +1,4 @@
-"""The listing's shortcuts (issue 16) answer exactly as the slow ways they stand in for.
+"""The listing's shortcuts answer exactly as the slow ways they stand in for.
 
 A directory ``view`` turns every listed key back into a path, and renders the two-level
 listing; the faster ways of doing both must never decide otherwise than the plain ones:
@@ -284,7 +284,8 @@ def reference_directory_view(
     shown_as: str | None = None,
     extra_dirs: Iterable[str] = (),
 ) -> str:
-    """The listing as a tree of nodes, every line formatted, then cut (as before issue 16)."""
+    """The listing as a tree of nodes, every line formatted, then cut: the slow way the
+    shortcuts stand in for."""
 
     def hidden(name: str) -> bool:
         return name.startswith(".") or name == "node_modules"

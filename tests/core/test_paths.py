@@ -2,11 +2,11 @@
 
 The refusal lists below are the memory tool documentation's MUST (directory traversal,
 ``..\\``, URL-encoded ``%2e%2e%2f``...) plus our own rules from DESIGN.md (NFC, no control
-or invisible characters, no empty / ``.`` / ``..`` segments, bounded bytes) and issue 11:
-no look-alikes of ``/``, ``\\`` and ``.`` (item 19, checked against an extract of Unicode's
-confusables.txt below), refusals in the SDK reference's words (item 21), and no tenant or
-prefix that puts one deployment inside another's namespace (item 4). The hypothesis tests
-state what *any* accepted path must look like once it becomes a key.
+or invisible characters, no empty / ``.`` / ``..`` segments, bounded bytes) and these: no
+look-alikes of ``/``, ``\\`` and ``.`` (checked against an extract of Unicode's confusables.txt
+below), refusals in the SDK reference's words, and no tenant or prefix that puts one
+deployment inside another's namespace. The hypothesis tests state what *any* accepted path
+must look like once it becomes a key.
 
 Example budget of the property tests (hypothesis ``max_examples``):
 random text 2,000 + "/memories"-prefixed text 1,500 (two paths each) + traversal
@@ -63,7 +63,7 @@ ACCEPTED: list[tuple[str, str]] = [
 ]
 
 
-# Item 21: where the documentation is silent, the reference's words
+# Where the documentation is silent, the reference's words
 # (``anthropic.tools.memory.BetaLocalFilesystemMemoryTool._validate_path``, no "Error: "),
 # then which rule was broken. Everything else: "Error: ...".
 OUTSIDE = "Path must start with /memories, got: {} (a path is /memories or starts with /memories/)"
@@ -176,7 +176,7 @@ def test_refusal_echoes_a_printable_path_as_given() -> None:
         _assert_clean_refusal(caught.value)
 
 
-# -- item 21: refusals in the reference's words ----------------------------------------
+# -- refusals in the reference's words -------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -521,7 +521,7 @@ def test_property_look_alike_names(parts: list[str]) -> None:
     "tenant",
     [
         *["", "/", "a/b", ".", "..", ".hidden", "-a", "a\x00", "a\n", "a ", "é", "a" * 129, None, 5, b"alice"],
-        *["memories", "Memories", "MEMORIES"],  # reserved (item 4)
+        *["memories", "Memories", "MEMORIES"],  # reserved
     ],
     ids=repr,
 )
@@ -614,7 +614,7 @@ def test_validate_prefix_accepts(prefix: str) -> None:
             None,
             5,
         ],
-        *["app/memories/", "a/b/Memories/", "memories/memories/", "app/MEMORIES/x/"],  # item 4
+        *["app/memories/", "a/b/Memories/", "memories/memories/", "app/MEMORIES/x/"],  # a reserved segment
     ],
     ids=repr,
 )
@@ -644,7 +644,7 @@ def test_property_prefixes(prefix: str) -> None:
     assert posixpath.normpath("/root/" + key) == "/root/" + key
 
 
-# -- item 4: deployments sharing a bucket ---------------------------------------------
+# -- deployments sharing a bucket -----------------------------------------------------
 
 
 def test_reserved_tenant_and_prefix_segment_are_refused_clearly() -> None:

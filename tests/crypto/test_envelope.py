@@ -1,9 +1,10 @@
 """Unit tests of ``s3memory._crypto.envelope``: the S3 Encryption Client V3 object format.
 
-Frozen test vectors pin the exact bytes we write (any change of format fails here), an
-independent HKDF computation pins the key derivation, and every malformed or tampered
-input must fail with :class:`IntegrityError` (or :class:`ForeignObjectError` for an object
-that does not claim to be ours) and never with another exception.
+Frozen test vectors (``tests/vectors/envelope.json``) pin the exact bytes we write (any
+change of format fails here), an independent HKDF computation pins the key derivation, and
+every malformed or tampered input must fail with :class:`IntegrityError` (or
+:class:`ForeignObjectError` for an object that does not claim to be ours) and never with
+another exception.
 """
 
 from __future__ import annotations
@@ -11,53 +12,48 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA512
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from helpers import VECTORS_DIR
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from s3memory import ForeignObjectError, IntegrityError, binding_context
 from s3memory._crypto import envelope
 
-DATA_KEY = bytes(range(32))
-MESSAGE_ID = bytes(range(100, 128))
-PLAINTEXT = b"hello, memory\n"
+# Frozen vectors (tests/vectors/envelope.json), computed once from the implementation and
+# checked independently below.
+VECTORS = json.loads((VECTORS_DIR / "envelope.json").read_text(encoding="utf-8"))
+_TENANT, _KMS = (next(case for case in VECTORS["seals"] if case["id"] == id_) for id_ in ("tenant", "kms-empty"))
 
-TENANT_WRAPPED = envelope.WrappedKey("02", bytes(range(200, 240)), {"s3memory:tenant": "alice", "s3memory:path": "ab"})
-KMS_WRAPPED = envelope.WrappedKey(
-    "12",
-    b"\xaa" * 48,
-    {"aws:x-amz-cek-alg": "115", "s3memory:tenant": "alice", "s3memory:path": "ab"},
-)
 
-# Frozen vectors, computed once from the implementation and checked independently below.
-EXPECTED_CONTENT_KEY_HEX = "95e0b2ff3f50200a0e3015f67f680fa0e4bce4c2e63c817f1ff465eb4b974f85"
-EXPECTED_COMMITMENT_HEX = "2d59a480d136f5982791c93a93d760ceade5011ccf465dbfc303c597"
-EXPECTED_COMMITMENT_B64 = "LVmkgNE29Zgnkck6k9dgzq3lARzPRl2/wwPFlw=="
-EXPECTED_MESSAGE_ID_B64 = "ZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+fw=="
+def _wrapped_key(case: dict[str, Any]) -> envelope.WrappedKey:
+    wrapped = case["input"]["wrapped_key"]
+    return envelope.WrappedKey(wrapped["algorithm"], bytes.fromhex(wrapped["ciphertext_hex"]), dict(wrapped["context"]))
 
-EXPECTED_TENANT_BODY_B64 = "MXTpXNKyHhqyh7/SVwLnnQEDXCQYAqFbBj1qAbFN"
-EXPECTED_TENANT_METADATA = {
-    "x-amz-c": "115",
-    "x-amz-3": "yMnKy8zNzs/Q0dLT1NXW19jZ2tvc3d7f4OHi4+Tl5ufo6err7O3u7w==",
-    "x-amz-w": "02",
-    "x-amz-m": '{"s3memory:path":"ab","s3memory:tenant":"alice"}',
-    "x-amz-d": EXPECTED_COMMITMENT_B64,
-    "x-amz-i": EXPECTED_MESSAGE_ID_B64,
-}
 
-EXPECTED_KMS_EMPTY_BODY_B64 = "Gebp9FLht8kLMp7/RigWDA=="
-EXPECTED_KMS_METADATA = {
-    "x-amz-c": "115",
-    "x-amz-3": "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq",
-    "x-amz-w": "12",
-    "x-amz-t": '{"aws:x-amz-cek-alg":"115","s3memory:path":"ab","s3memory:tenant":"alice"}',
-    "x-amz-d": EXPECTED_COMMITMENT_B64,
-    "x-amz-i": EXPECTED_MESSAGE_ID_B64,
-}
+DATA_KEY = bytes.fromhex(VECTORS["input"]["data_key_hex"])
+MESSAGE_ID = bytes.fromhex(VECTORS["input"]["message_id_hex"])
+PLAINTEXT = _TENANT["input"]["plaintext"].encode("utf-8")
+KMS_PLAINTEXT = _KMS["input"]["plaintext"].encode("utf-8")
+
+TENANT_WRAPPED = _wrapped_key(_TENANT)
+KMS_WRAPPED = _wrapped_key(_KMS)
+
+EXPECTED_CONTENT_KEY_HEX: str = VECTORS["derive_keys"]["content_key_hex"]
+EXPECTED_COMMITMENT_HEX: str = VECTORS["derive_keys"]["commitment_hex"]
+EXPECTED_COMMITMENT_B64: str = VECTORS["derive_keys"]["commitment_b64"]
+EXPECTED_MESSAGE_ID_B64: str = VECTORS["derive_keys"]["message_id_b64"]
+
+EXPECTED_TENANT_BODY_B64: str = _TENANT["expected"]["body_b64"]
+EXPECTED_TENANT_METADATA: dict[str, str] = _TENANT["expected"]["metadata"]
+
+EXPECTED_KMS_EMPTY_BODY_B64: str = _KMS["expected"]["body_b64"]
+EXPECTED_KMS_METADATA: dict[str, str] = _KMS["expected"]["metadata"]
 
 OPEN_FAILURES = (IntegrityError, ForeignObjectError)
 
@@ -88,6 +84,15 @@ def _independent_keys(data_key: bytes, message_id: bytes) -> tuple[bytes, bytes]
 
 
 # --- frozen vectors -------------------------------------------------------------------
+
+
+def test_the_vector_file_is_consistent() -> None:
+    """What the file states twice agrees: the base64 forms are the hex ones, and both sealed
+    objects carry the derived commitment and the message id."""
+    assert base64.b64decode(EXPECTED_COMMITMENT_B64) == bytes.fromhex(EXPECTED_COMMITMENT_HEX)
+    assert base64.b64decode(EXPECTED_MESSAGE_ID_B64) == MESSAGE_ID
+    for metadata in (EXPECTED_TENANT_METADATA, EXPECTED_KMS_METADATA):
+        assert (metadata["x-amz-d"], metadata["x-amz-i"]) == (EXPECTED_COMMITMENT_B64, EXPECTED_MESSAGE_ID_B64)
 
 
 def test_constants_match_the_v3_format() -> None:
@@ -126,7 +131,7 @@ def test_seal_frozen_vector_tenant_mode() -> None:
 
 
 def test_seal_frozen_vector_kms_mode_empty_plaintext() -> None:
-    body, metadata = _sealed(b"", KMS_WRAPPED)
+    body, metadata = _sealed(KMS_PLAINTEXT, KMS_WRAPPED)
     assert base64.b64encode(body).decode() == EXPECTED_KMS_EMPTY_BODY_B64
     assert metadata == EXPECTED_KMS_METADATA
     assert len(body) == 16
@@ -145,7 +150,7 @@ def test_frozen_vector_decrypts_independently() -> None:
     ("body_b64", "metadata", "plaintext"),
     [
         (EXPECTED_TENANT_BODY_B64, EXPECTED_TENANT_METADATA, PLAINTEXT),
-        (EXPECTED_KMS_EMPTY_BODY_B64, EXPECTED_KMS_METADATA, b""),
+        (EXPECTED_KMS_EMPTY_BODY_B64, EXPECTED_KMS_METADATA, KMS_PLAINTEXT),
     ],
 )
 def test_frozen_vectors_open(body_b64: str, metadata: dict[str, str], plaintext: bytes) -> None:

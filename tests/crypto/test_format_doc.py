@@ -1,7 +1,8 @@
-"""``docs/FORMAT.md`` is true, and enough (issue 17, item 5: a published format).
+"""``docs/FORMAT.md`` is true, and enough: the stored formats are published, and a reader in
+another language can follow them.
 
-Three kinds of test, over the JSON vectors FORMAT.md lists (``docs/vectors/*.json`` and the
-frozen ``tests/fixtures/*.json``):
+Three kinds of test, over the JSON vectors FORMAT.md lists (every ``tests/vectors/**/*.json``;
+``tests/vectors/README.md`` says what each freezes):
 
 1. **An independent reader.** The section "independent reader" below is written from
    FORMAT.md alone, with the standard library and ``cryptography`` only (no s3memory code):
@@ -9,9 +10,10 @@ frozen ``tests/fixtures/*.json``):
    binding, opens encrypted names, path tags, provenance, history records (sealed in their
    names and as bodies), rename intent records, the search index, pending writes and a
    local store file, and compares everything with the vectors. That it passes shows the
-   document suffices for a reader in another language. KMS is ``tests/fakekms.FakeKms``'s
-   algorithm (FORMAT.md section 15), which stands in for AWS KMS in the vectors.
-2. **The library reads them back.** Each bucket of ``docs/vectors`` goes into an
+   document suffices for a reader in another language. KMS is the algorithm of ``FakeKms``
+   (``tests/helpers/fakekms.py``, FORMAT.md section 15), which stands in for AWS KMS in the
+   vectors.
+2. **The library reads them back.** Each bucket of ``tests/vectors/buckets`` goes into an
    ``InMemoryStore`` and is opened with ``open_memory``: files, old versions, history,
    search and held writes come back as the vectors say; and replaying the vector's steps
    with s3memory (``os.urandom`` and the clock fixed per step) writes exactly its bucket.
@@ -19,9 +21,11 @@ frozen ``tests/fixtures/*.json``):
    object name the code uses (read from the modules) is named in FORMAT.md, and every
    vector file is listed there.
 
-``docs/vectors/*.json`` were written once by a generator that runs :func:`replay` with a
-deterministic ``os.urandom`` and records every draw; regenerate only for a deliberate change
-of format (the replay test fails on any drift).
+``tests/vectors/buckets/*.json`` were written once, when FORMAT.md was published, by a script
+that ran :func:`replay` with a source that returned fresh ``os.urandom`` bytes and recorded
+each draw, then described every object; that script was not committed. A new bucket is made
+the same way. Never regenerate one to make a test pass: the replay test fails on any drift,
+and drift is a change of format.
 """
 
 from __future__ import annotations
@@ -52,14 +56,13 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
 from cryptography.hazmat.primitives.hashes import SHA256, SHA512
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF, HKDFExpand
-from helpers import REPO
+from helpers import REPO, VECTORS_DIR
 
 from s3memory import InMemoryStore, KeyCache, Limits, WriteHeldError, open_memory
 
 FORMAT_MD = REPO / "docs" / "FORMAT.md"
-VECTORS_DIR = REPO / "docs" / "vectors"
-FIXTURES = REPO / "tests" / "fixtures"
-BUCKETS = sorted(VECTORS_DIR.glob("*.json"))
+BUCKETS_DIR = VECTORS_DIR / "buckets"
+BUCKETS = sorted(BUCKETS_DIR.glob("*.json"))
 BUCKET_IDS = [path.stem for path in BUCKETS]
 
 
@@ -394,7 +397,7 @@ def parse_local_file(data: bytes) -> tuple[dict[str, str], bytes, str]:
     return metadata, body, '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
 
 
-# -- the reader over a bucket of docs/vectors ---------------------------------------------------------
+# -- the reader over a bucket of tests/vectors/buckets ------------------------------------------------
 class BucketReader:
     """Reads one tenant's objects as FORMAT.md says, given the master key."""
 
@@ -551,7 +554,7 @@ def test_an_independent_reader_opens_every_object_of_the_buckets(path: Path) -> 
 
 
 def test_an_independent_reader_refuses_what_format_md_says_to_refuse() -> None:
-    vector = load(VECTORS_DIR / "tenant-local.json")
+    vector = load(BUCKETS_DIR / "tenant-local.json")
     reader = bucket_reader(vector)
     key, body, metadata, _ = next(item for item in bucket_objects(vector) if item[3]["kind"] == "file")
     reader.open_file(key, body, metadata)
@@ -577,8 +580,8 @@ def test_an_independent_reader_refuses_what_format_md_says_to_refuse() -> None:
                               master=reader.master, size=32)  # fmt: skip
 
 
-# -- the frozen vectors of tests/fixtures, read by the same reader ------------------------------------
-VECTORS = load(FIXTURES / "vectors.json")
+# -- the other frozen vectors of tests/vectors, read by the same reader ------------------------------
+VECTORS = load(VECTORS_DIR / "vectors.json")
 MASTER = bytes.fromhex(VECTORS["master_key_hex"])
 KMS = fake_kms(VECTORS["fake_kms_seed"])
 
@@ -651,6 +654,22 @@ def test_the_reader_opens_the_frozen_envelopes() -> None:
         assert (plaintext.decode("utf-8"), data_key.hex()) == (given["plaintext"], given["data_key_hex"]), case["id"]
 
 
+def test_the_reader_derives_keys_and_opens_bodies_as_the_envelope_vectors() -> None:
+    envelopes = load(VECTORS_DIR / "envelope.json")
+    data_key = bytes.fromhex(envelopes["input"]["data_key_hex"])
+    message_id = bytes.fromhex(envelopes["input"]["message_id_hex"])
+    derived = envelopes["derive_keys"]
+    assert derive(data_key, message_id) == (
+        bytes.fromhex(derived["content_key_hex"]),
+        bytes.fromhex(derived["commitment_hex"]),
+    )
+    for case in envelopes["seals"]:
+        expected = case["expected"]
+        stored_context(expected["metadata"])  # suite 115 in V3, a known wrap algorithm, a context
+        plaintext = open_body(base64.b64decode(expected["body_b64"]), expected["metadata"], data_key)
+        assert plaintext.decode("utf-8") == case["input"]["plaintext"], case["id"]
+
+
 def test_the_reader_seals_names_and_computes_keys_as_the_frozen_layouts() -> None:
     for case in VECTORS["layouts"]:
         options, expected = case["input"]["options"], case["expected"]
@@ -682,7 +701,7 @@ def test_the_reader_seals_names_and_computes_keys_as_the_frozen_layouts() -> Non
 
 
 def test_the_reader_opens_what_s3memory_0_1_wrote() -> None:
-    fixture = load(FIXTURES / "format_v1.json")
+    fixture = load(VECTORS_DIR / "format_v1.json")
     master = base64.b64decode(fixture["master_key_b64"])
     kms = fake_kms(fixture["fake_kms_seed"])
     for scenario in fixture["scenarios"].values():
@@ -716,7 +735,7 @@ def test_the_reader_opens_what_s3memory_0_1_wrote() -> None:
 
 
 def test_the_reader_opens_version_1_history_records_stored_as_bodies() -> None:
-    frozen = load(FIXTURES / "history_records_v1.json")["case"]
+    frozen = load(VECTORS_DIR / "history_records_v1.json")["case"]
     tenant_keys = open_key_document(document_body(find("tenant_key_documents", "v2-local-app-alice")),
                                     tenant="alice", prefix="app/", purpose="tenant-key", master=MASTER,
                                     size=32)["keys"]  # fmt: skip
@@ -739,7 +758,7 @@ def test_the_reader_opens_version_1_history_records_stored_as_bodies() -> None:
 def test_the_reader_parses_a_local_store_file(tmp_path: Path) -> None:
     from s3memory.stores import LocalDirStore
 
-    vector = load(VECTORS_DIR / "tenant-local.json")
+    vector = load(BUCKETS_DIR / "tenant-local.json")
     key, body, metadata, _ = next(item for item in bucket_objects(vector) if item[3]["kind"] == "file")
     root = tmp_path / "store"
     root.mkdir(mode=0o700)
@@ -1076,7 +1095,7 @@ def test_every_label_name_and_size_the_code_uses_is_in_the_document() -> None:
 
 
 def test_every_vector_file_is_listed_in_the_document() -> None:
-    for path in [*BUCKETS, *FIXTURES.glob("*.json")]:
+    for path in sorted(VECTORS_DIR.rglob("*.json")):
         assert str(path.relative_to(REPO)) in DOCUMENT, path
     assert len(BUCKETS) >= 2
     for path in BUCKETS:

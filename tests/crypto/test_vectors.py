@@ -1,12 +1,12 @@
-"""Frozen test vectors of every stored format (issue 13, item 1: "Lock the formats first").
+"""Frozen test vectors of every stored format: the formats are locked before any refactor.
 
-``tests/fixtures/vectors.json`` holds, per case, fixed inputs and the exact output that the
-code produced from them when the file was written (by ``tests/fixtures/make_vectors.py``,
-once). Each test here recomputes a case from its inputs and compares with the JSON, or opens
-what the JSON froze and compares with the plaintext or key it froze. A refactor that moves the
-code writing and reading these formats must leave every test passing *without regenerating
-the JSON*: a vector that no longer matches is a change of format (or a bug), not a fixture to
-refresh.
+``tests/vectors/vectors.json`` holds, per case, fixed inputs and the exact output that the
+code produced from them when the file was written (by ``tests/vectors/make_vectors.py``,
+once; ``tests/vectors/README.md`` lists every frozen vector file). Each test here recomputes
+a case from its inputs and compares with the JSON, or opens what the JSON froze and compares
+with the plaintext or key it froze. A refactor that moves the code writing and reading these
+formats must leave every test passing *without regenerating the JSON*: a vector that no
+longer matches is a change of format (or a bug), not a fixture to refresh.
 
 Covered, one JSON section each (the section's ``what`` strings say more):
 
@@ -15,7 +15,7 @@ Covered, one JSON section each (the section's ``what`` strings say more):
 - ``tenant_key_documents`` / ``names_key_documents``: the documents as written (body text,
   object key, metadata, conditions, KMS requests) for local and KMS master keys, version 1
   documents as s3memory 0.1 wrote them, rotated documents (retired keys), a version 3 document
-  (kept keys, for old versions: issue 14); each opens to its keys.
+  (kept keys, for the versions written before a rotation); each opens to its keys.
 - ``envelopes``: V3 body and metadata for ``x-amz-w`` ``02`` (data key wrapped under the tenant
   key) and ``12`` (KMS, ``x-amz-t``), binding v1 and v2; each opens to its plaintext.
 - ``layouts``: object keys of files, directory prefixes, internal prefix, key document keys,
@@ -27,14 +27,14 @@ Covered, one JSON section each (the section's ``what`` strings say more):
   marker), ``rotate_tenant_key`` and ``rewrap_tenant_key`` make, and the files the store holds after
   each step; the provenance each version carries (``x-amz-meta-s3memory-p``, opened to its record)
   and the history records of deletes and renames (opened like intent records). Provenance came
-  with issue 14: the scenarios were regenerated then, and every write, body and KMS request they
+  with history: the scenarios were regenerated then, and every write, body and KMS request they
   froze before was unchanged but for the new metadata entry and the new record objects.
 
 Objects written by an earlier version (s3memory 0.1, commit fa4c510) are frozen in
-``tests/fixtures/format_v1.json`` and opened, edited, renamed and rotated by
+``tests/vectors/format_v1.json`` and opened, edited, renamed and rotated by
 ``tests/core/test_hostile_inputs.py::test_objects_and_key_documents_of_format_v1_still_open`` (and the
 tests next to it); not duplicated here. The envelope's key derivation has its own vectors in
-``tests/crypto/test_envelope.py``.
+``tests/vectors/envelope.json``, checked by ``tests/crypto/test_envelope.py``.
 
 Determinism. Pure functions (``binding_context``, ``key_document_context``, ``seal`` with its
 ``message_id``, ``TenantKeys.document``, layouts, sealed names, path tags) take explicit
@@ -53,7 +53,7 @@ document before the objects), the rotation of a version-1 document (its retired 
 re-wrapped before the new key is wrapped) and a master re-wrap (documents in key order,
 ``names-key`` before ``tenant-key``). A refactor that reorders those draws fails here
 without changing the format: reorder the draws in the JSON then, never the outputs.
-KMS is ``tests/fakekms.FakeKms`` (deterministic under the patched ``os.urandom``),
+KMS is ``FakeKms`` of ``tests/helpers/fakekms.py`` (deterministic under the patched ``os.urandom``),
 recorded: what s3memory sends to KMS is frozen, the blob it gets back is stored as is.
 Rotation stamps ``retired_at`` with ``time.time()``, so a rotation step also fixes
 ``time.time`` (``"now"``). Commands run with ``max_workers=1``, so
@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from helpers import FIXTURES_DIR
+from helpers import VECTORS_DIR
 from helpers.fakekms import FakeKms
 
 from s3memory import (
@@ -99,7 +99,7 @@ from s3memory._layout import NAMES_KEY as NAMES_KEY_OBJECT
 from s3memory.stores import StoredObject
 from s3memory.stores._delegating import DelegatingStore
 
-VECTORS_PATH = FIXTURES_DIR / "vectors.json"
+VECTORS_PATH = VECTORS_DIR / "vectors.json"
 SECTIONS = (
     "binding_contexts",
     "key_document_contexts",
@@ -674,7 +674,7 @@ def test_history_reads_the_records_of_version_1() -> None:
     """What s3memory wrote before records were sealed in their names (version-1 records, stored
     as bodies; provenance only in each version's metadata) still reads as the same history:
     each version's provenance by a HEAD, each record by a GET."""
-    frozen = json.loads((VECTORS_PATH.parent / "history_records_v1.json").read_text(encoding="utf-8"))["case"]
+    frozen = json.loads((VECTORS_DIR / "history_records_v1.json").read_text(encoding="utf-8"))["case"]
     given, expected = frozen["input"], frozen["expected"]
     world = World(VECTORS, given["options"], given.get("seed", ()))
     for step in expected["steps"]:

@@ -80,7 +80,7 @@ def test_errors_reach_the_model_as_tool_errors() -> None:
     ]:
         with pytest.raises(ToolError) as info:
             tool.call(bad)
-        # A path outside /memories is refused in the SDK reference's words (issue 11, item 21).
+        # A path outside /memories is refused in the SDK reference's words.
         assert str(info.value).startswith(("Error:", "Path must start with /memories, got: /etc/passwd"))
 
 

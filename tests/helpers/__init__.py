@@ -3,7 +3,9 @@ the test bucket, region and master key (those of the shipped plugin, ``s3memory.
 the backend flavours and which of them are slow, and the repository's folders. Modules beside
 this one hold the rest: ``fakekms`` (a deterministic KMS), ``fake_messages_api`` (a scripted
 Messages endpoint), ``meter`` (counting requests), ``path_rules`` and ``path_strategies`` (the
-path oracles and hypothesis strategies), ``cli`` and ``mcp`` (the front ends' environments)."""
+path oracles and hypothesis strategies), ``fuzzing`` (the fuzzers' budget, settings, oracles
+and sealed-file rigs), ``cli`` and ``mcp`` (the front ends' environments), ``buckets``
+(cleaning up a real bucket), ``iam`` (an IAM policy evaluator and the requests it judges)."""
 
 from __future__ import annotations
 
@@ -27,13 +29,13 @@ __all__ = [
     "DATA_DIR",
     "DOCS_DIR",
     "EXAMPLES_DIR",
-    "FIXTURES_DIR",
     "FLAVOURS",
     "MASTER_KEY",
     "REGION",
     "REPO",
     "RGW_ENDPOINT",
     "SLOW_FLAVOURS",
+    "VECTORS_DIR",
     "flavour_params",
     "make_moto_requests_atomic",
     "use_fake_aws_credentials",
@@ -46,7 +48,7 @@ MASTER_KEY = TEST_MASTER_KEY
 # The repository's folders, wherever a test module sits below tests/.
 REPO = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO / "tests" / "data"  # corpora, kept byte for byte
-FIXTURES_DIR = REPO / "tests" / "fixtures"  # frozen stored formats
+VECTORS_DIR = REPO / "tests" / "vectors"  # the frozen test vectors of every stored format
 EXAMPLES_DIR = REPO / "examples"
 DOCS_DIR = REPO / "docs"
 BENCH_DIR = REPO / "bench"

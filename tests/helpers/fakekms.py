@@ -1,5 +1,5 @@
 """A deterministic stand-in for the KMS client, for tests that need KMS-mode objects to
-survive between runs (stored fixtures) or thousands of calls (fuzzing): data keys are
+survive between runs (stored vectors) or thousands of calls (fuzzing): data keys are
 sealed under a fixed local key with the encryption context as AAD, and a blob that does
 not open under the given context is refused the way KMS refuses it."""
 

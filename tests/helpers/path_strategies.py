@@ -32,8 +32,8 @@ prefixes = st.one_of(
 ).filter(lambda p: len(p) <= 256 and "memories" not in (part.lower() for part in p.split("/")[1:-1]))
 
 
-# Issue 11, item 4: "memories" (in any case) is reserved as a tenant id and as a prefix
-# segment after the first (validate_tenant, validate_prefix).
+# "memories" (in any case) is reserved as a tenant id and as a prefix segment after the
+# first (validate_tenant, validate_prefix).
 layouts = st.builds(TenantLayout, tenant_ids.filter(lambda t: t.lower() != "memories"), prefixes)
 
 # --- strategies: paths ----------------------------------------------------------------
@@ -162,7 +162,7 @@ HOSTILE_TOKENS = [
     "\u0378",  # unassigned
     "\ufffe",
     "\uffff",
-    # look-alikes of "/", "\\" and "." (issue 11, item 19)
+    # look-alikes of "/", "\\" and "."
     "\uff0e",  # FULLWIDTH FULL STOP
     "\uff0e\uff0e",
     "\uff0f",  # FULLWIDTH SOLIDUS

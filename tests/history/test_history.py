@@ -553,7 +553,7 @@ def test_changes_wants_aware_times(make_versioned: MakeVersioned) -> None:
         memory.changes(since=datetime.datetime(2020, 1, 1))
 
 
-# -- redaction removes the content, not one version (issue 26) -------------------------------------
+# -- redaction removes the content, not one version ------------------------------------------------
 # Each of these failed before the fix: a rename's copy, a restored copy, a held write or the
 # current file kept the text a redaction reported gone.
 def stored_texts(memory: EncryptedMemory) -> dict[tuple[str, str], str]:

@@ -1,8 +1,8 @@
-"""Retention and keys (issue 14, item 7): old versions stay readable across key rotations
-(retired keys are kept while versions under them exist, and the report says so), kept keys
-leave once their versions are gone, noncurrent versions expire after a configurable time
-(the bucket lifecycle rule on S3, ``expire_noncurrent_versions`` elsewhere), and erasing a
-user leaves no version of anything it owned.
+"""Retention and keys: old versions stay readable across key rotations (retired keys are
+kept while versions under them exist, and the report says so), kept keys leave once their
+versions are gone, noncurrent versions expire after a configurable time (the bucket lifecycle
+rule on S3, ``expire_noncurrent_versions`` elsewhere), and erasing a user leaves no version
+of anything it owned.
 """
 
 from __future__ import annotations

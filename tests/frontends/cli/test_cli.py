@@ -334,7 +334,7 @@ def test_policy_prints_the_deployment_documents(home: Path, tmp_path: Path) -> N
     assert bad.exit_code == EXIT_CONFIGURATION and bad.stderr.startswith("Error")
 
 
-# -- issue 12: conventions ---------------------------------------------------------------------
+# -- the command line's conventions ------------------------------------------------------------
 def test_json_output_of_every_bulk_and_listing_command(home: Path, tmp_path: Path) -> None:
     import json
 

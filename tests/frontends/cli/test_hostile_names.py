@@ -1,4 +1,4 @@
-"""The CLI against hostile names, folders and destinations (issue 11, items 2, 10 and 13).
+"""The CLI against hostile names, folders and destinations.
 
 Names reach the CLI from the model (through the path parser), from whoever can write to the
 bucket, from the file names of a folder being imported and from error messages; none may
@@ -153,7 +153,7 @@ def test_the_escapes_are_python_s() -> None:
     assert printable("[bold]x[/]") == "[bold]x[/]"  # markup is not escaped: it is never interpreted
 
 
-# -- item 2: names are never markup, never terminal control ---------------------------------
+# -- names are never markup, never terminal control -----------------------------------------
 def test_ls_shows_markup_names_literally(home: Path) -> None:
     names = ["/memories/[bold]x.md", "/memories/y[/]", "/memories/[/bold]", "/memories/:warning:.md", "/memories/z.md"]
     for name in names:
@@ -306,7 +306,7 @@ def test_ls_never_raises_and_names_stay_distinct(home: Path, monkeypatch: pytest
         assert printable(f"/memories/{name}", name=True) in result.stdout
 
 
-# -- item 10: import of a hostile folder ----------------------------------------------------
+# -- import of a hostile folder -------------------------------------------------------------
 def test_import_refuses_oversized_files_without_reading_them(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -394,7 +394,7 @@ def test_import_never_follows_a_symlink_swapped_in_after_the_walk(
     assert not secrets & set(opened)  # the target outside the folder was never opened
 
 
-# -- item 13: export ------------------------------------------------------------------------
+# -- export ---------------------------------------------------------------------------------
 def test_export_reports_name_conflicts_and_goes_on(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A file and a folder of the same name (a bucket writer can store both), and a local
     # folder where a file goes.

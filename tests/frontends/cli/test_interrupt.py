@@ -1,4 +1,4 @@
-"""Ctrl-C during a bulk command stops it promptly, exit 130, and leaves nothing half-written (issue 12, item 7).
+"""Ctrl-C during a bulk command stops it promptly, exit 130, and leaves nothing half-written.
 
 The CLI runs in a real process and gets a real SIGINT once the first files have landed. Each
 file's write is slowed a little (in that process only) so that the interrupt reliably comes

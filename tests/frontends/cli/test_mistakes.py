@@ -1,4 +1,4 @@
-"""Every ordinary mistake gets one clear line and its documented exit status (issue 12).
+"""Every ordinary mistake gets one clear line and its documented exit status.
 
 Each row runs ``python -m s3memory`` in a subprocess, as a user would: a clean environment, a
 throwaway HOME and AWS configuration, no credentials unless the row gives some. The rows run

@@ -530,7 +530,7 @@ def test_other_spellings_of_memories_are_refused_not_sent_elsewhere(
     mem: EncryptedMemory, tmp_path: Path, path: str, normal: str
 ) -> None:
     """Every method, sync and async, on a path whose normal form is in /memories/ but that the
-    route misses as written: invalid_path, and neither backend touched (issue: write_file of
+    route misses as written: invalid_path, and neither backend touched (the bug: write_file of
     "//memories/x" said "Updated file" and wrote the conversation's state)."""
     scratch = tmp_path / "default"
     scratch.mkdir()

@@ -1,5 +1,5 @@
-"""``s3memory mcp`` on a hostile or broken wire (issue 11, item 20): the server process is
-driven with raw bytes on stdin. Every line that is not a valid JSON-RPC message is answered
+"""``s3memory mcp`` on a hostile or broken wire: the server process is driven with raw
+bytes on stdin. Every line that is not a valid JSON-RPC message is answered
 (-32700 Parse error, -32600 Invalid Request; with the request's id when it can be read,
 ``null`` otherwise), the server keeps serving after it, an overlong line is refused without
 being held in memory, and stdout carries nothing but protocol. Every wait has a timeout, so a

@@ -1,4 +1,4 @@
-"""The local store's batches and serial round trips (issue 16).
+"""The local store's batches and serial round trips.
 
 - a local store's round trips run their calls on the calling thread, in one ``batch()``,
   with the semantics of a concurrent round trip (every call runs; the first error in

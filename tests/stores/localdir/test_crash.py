@@ -1,4 +1,4 @@
-"""The local store killed between any two steps of a write, copy or delete (issue 16).
+"""The local store killed between any two steps of a write, copy or delete.
 
 A child process opens the store, then runs one operation with the calls that change or
 sync the tree (``replace``, ``rename``, ``link``, ``unlink``, ``mkdir``, ``rmdir``, ``utime``,

@@ -1,15 +1,15 @@
-"""The embedded default against whoever else can put files on the machine (issue 11).
+"""The embedded default against whoever else can put files on the machine.
 
-- item 1: the local store never follows a symbolic link below its root (reads, writes,
-  listings, delete, copy, purge, the lock file), and refuses a root others may write to;
-- item 3: the master key file and the data directory are refused, not merely warned
-  about, when another user owns them or may read or write them; a link at the key is refused;
-- item 9: ``get(max_bytes=...)`` refuses before reading, and listings read headers only
-  (format 2 records the body's size and MD5); format-1 files still read (a stored fixture);
-- item 12: planted metadata (nesting bombs, non-objects) is "corrupt": ``get``/``head``
-  raise ``StorageError``, ``list`` skips it;
-- item 15: on a case-insensitive file system, keys differing in case or normalization never
-  share a file (forced probe; the probe itself is checked honestly on this machine);
+- the local store never follows a symbolic link below its root (reads, writes, listings,
+  delete, copy, purge, the lock file), and refuses a root others may write to;
+- the master key file and the data directory are refused, not merely warned about, when
+  another user owns them or may read or write them; a link at the key is refused;
+- ``get(max_bytes=...)`` refuses before reading, and listings read headers only (format 2
+  records the body's size and MD5); format-1 files still read (a stored fixture);
+- planted metadata (nesting bombs, non-objects) is "corrupt": ``get``/``head`` raise
+  ``StorageError``, ``list`` skips it;
+- on a case-insensitive file system, keys differing in case or normalization never share a
+  file (forced probe; the probe itself is checked honestly on this machine);
 - a hypothesis fuzz of planted trees and random operations: only s3memory errors, listings
   never raise, and nothing outside the root is read, written or deleted.
 """
@@ -100,7 +100,7 @@ def store(tmp_path: Path) -> LocalDirStore:
     return LocalDirStore(tmp_path / "store")
 
 
-# --- item 1: the root, and links below it ------------------------------------------------
+# --- the root, and links below it --------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", [0o770, 0o707, 0o777, 0o1777], ids=oct)
@@ -241,7 +241,7 @@ def test_a_planted_fifo_is_not_an_object_and_does_not_hang(store: LocalDirStore)
     assert got is not None and got.body == b"replaced"
 
 
-# --- item 9: bounded reads, headers-only listings, formats 1 and 2 -------------------------
+# --- bounded reads, headers-only listings, formats 1 and 2 ---------------------------------
 
 
 def test_format_2_header_records_size_and_md5(store: LocalDirStore) -> None:
@@ -312,7 +312,7 @@ def test_listings_and_head_read_headers_only(store: LocalDirStore, monkeypatch: 
     assert sum(read) <= 21 * (33 + 64)  # the fixed header and the metadata length each
 
 
-# --- item 12: planted metadata and malformed files are corrupt ------------------------------
+# --- planted metadata and malformed files are corrupt ---------------------------------------
 
 PLANTED_METADATA = [
     b"[" * 100_000 + b"]" * 100_000,  # a nesting bomb (capped to 64 KiB of metadata below)
@@ -400,7 +400,7 @@ def test_planted_files_do_not_break_a_memory(tmp_path: Path) -> None:
     assert "/memories/ok.md" in listing and "bomb" not in listing
 
 
-# --- item 15: case-insensitive file systems ------------------------------------------------
+# --- case-insensitive file systems ---------------------------------------------------------
 
 
 def test_the_probe_reports_this_file_system_honestly(tmp_path: Path) -> None:
@@ -514,7 +514,7 @@ def test_escaping_is_reversible_and_fold_stable(segment: str) -> None:
     assert escaped == _fold(escaped) == unicodedata.normalize("NFC", escaped) and escaped.isascii()
 
 
-# --- item 3: the master key and the data directory -----------------------------------------
+# --- the master key and the data directory -------------------------------------------------
 
 
 def test_a_created_key_is_private_in_private_directories(tmp_path: Path) -> None:
@@ -824,7 +824,7 @@ def _check_listing(store: LocalDirStore, prefix: str) -> None:
     assert all(i.key.startswith(prefix) and i.size != len(OUTSIDE_BODY) for i in listed)
 
 
-# --- versions: the version area (issue 14) -------------------------------------------------
+# --- versions: the version area ------------------------------------------------------------
 
 MAX_STAMP = 2**64 - 1
 

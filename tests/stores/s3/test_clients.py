@@ -1,7 +1,7 @@
 """The clients s3memory builds (``s3memory._aws.clients``: fast timestamps, checksums only where S3
 requires one) and ``S3Store.delete``'s concurrent ``DeleteObjects`` batches, on moto.
 
-The tuning is measured in issue 16; here only what must hold: the same answers as
+The tuning is measured by ``bench/run.py``; here only what must hold: the same answers as
 botocore's defaults, clients of others untouched, and the same errors as before."""
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def test_an_empty_variable_is_no_region(
 
 
 def test_the_cli_reads_aws_region(aws_config: Path, clients: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The case of the issue: Lambda and most shells set AWS_REGION, which botocore ignores."""
+    """The common case: Lambda and most shells set AWS_REGION, which botocore ignores."""
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     result = CliRunner().invoke(cli, ["--bucket", BUCKET, "--kms-key-id", KMS_KEY, "info"], catch_exceptions=False)
     assert clients["s3"].meta.region_name == clients["kms"].meta.region_name == "eu-west-1", result.stderr
