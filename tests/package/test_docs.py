@@ -1,6 +1,6 @@
 """The docs' promises: the README's first two commands (and CI running the second verbatim),
-its links, and the manual under docs/: it builds with ``mkdocs build --strict``, names every
-setting, command, public name and error, and its snippets marked to run do run."""
+its links, and the manual under docs/: it builds with ``mkdocs build --strict`` and names every
+setting, command, public name and error. Its snippets run in test_doc_snippets.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from helpers import REPO
 
 ROOT = REPO
 DOCS = ROOT / "docs"
-RUN_MARKER = "<!-- test: run -->"  # the line just above a ```python block that must run as it is
 
 
 def readme_commands() -> list[str]:
@@ -151,28 +149,3 @@ def test_the_error_tree_in_the_docs_is_the_classes() -> None:
     assert set(tree) | {"S3MemoryError"} == set(errors)
     for name, parent in tree.items():
         assert errors[name].__bases__[0].__name__ == parent, name
-
-
-# -- the snippets ------------------------------------------------------------------------------
-def marked_snippets() -> Iterator[tuple[str, str]]:
-    for page in sorted([ROOT / "README.md", *DOCS.rglob("*.md")]):
-        text = page.read_text()
-        for match in re.finditer("^" + re.escape(RUN_MARKER) + r"\n```python\n(.*?)\n```", text, re.S | re.M):
-            line = text.count("\n", 0, match.start()) + 1
-            yield f"{page.relative_to(ROOT)}:{line}", match.group(1)
-
-
-SNIPPETS = dict(marked_snippets())
-
-
-def test_the_quickstart_that_runs_offline_is_marked() -> None:
-    assert any(where.startswith("docs/getting-started.md") for where in SNIPPETS)
-    marker_line = re.compile("^" + re.escape(RUN_MARKER) + "$", re.M)
-    every_marker = sum(len(marker_line.findall(p.read_text())) for p in [ROOT / "README.md", *DOCS.rglob("*.md")])
-    assert every_marker == len(SNIPPETS), f"a {RUN_MARKER} line not just above a ```python block"
-
-
-@pytest.mark.parametrize("where", sorted(SNIPPETS))
-def test_a_marked_snippet_runs(where: str, capsys: pytest.CaptureFixture[str]) -> None:
-    exec(compile(SNIPPETS[where], where, "exec"), {"__name__": "__docs__"})
-    assert capsys.readouterr().out, f"{where} prints what it shows"
