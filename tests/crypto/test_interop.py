@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers import BUCKET, REGION
+from helpers import BUCKET, REGION, sampled
 from s3_encryption import S3EncryptionClient, S3EncryptionClientConfig
 from s3_encryption.exceptions import S3EncryptionClientError, S3EncryptionClientSecurityError
 from s3_encryption.materials.kms_keyring import KmsKeyring
@@ -192,17 +192,21 @@ def test_we_edit_and_rename_official_objects(make_memory: MakeMemory, official: 
     assert memory.delete("/memories/y.txt") == "Successfully deleted /memories/y.txt"
 
 
+# Each row is a request to the official client (the oracle): a sample in the default tier.
 @pytest.mark.parametrize(
     "context",
-    [
-        binding_context("alice", "/memories/other.txt", prefix=""),
-        binding_context("bob", "/memories/x.txt", prefix=""),
-        {"s3memory:tenant": "alice"},
-        {**binding_context("alice", "/memories/x.txt", prefix=""), "extra": "entry"},
-        {},
-        binding_context("alice", "/memories/x.txt", prefix="other/"),
-    ],
-    ids=["other-path", "other-tenant", "path-missing", "extra-entry", "empty", "other-deployment"],
+    sampled(
+        [
+            binding_context("alice", "/memories/other.txt", prefix=""),
+            binding_context("bob", "/memories/x.txt", prefix=""),
+            {"s3memory:tenant": "alice"},
+            {**binding_context("alice", "/memories/x.txt", prefix=""), "extra": "entry"},
+            {},
+            binding_context("alice", "/memories/x.txt", prefix="other/"),
+        ],
+        ["other-path", "other-tenant", "path-missing", "extra-entry", "empty", "other-deployment"],
+        by_default={"other-tenant", "other-deployment"},
+    ),
 )
 def test_we_reject_official_objects_with_another_binding(
     make_memory: MakeMemory, official: Any, context: dict[str, str]
@@ -219,30 +223,33 @@ def test_we_reject_official_objects_with_another_binding(
 
 @pytest.mark.parametrize(
     "context",
-    [
-        binding_context("alice", "/memories/b.txt", prefix=""),
-        binding_context("alice", "/memories/a.txt/", prefix=""),
-        binding_context("bob", "/memories/a.txt", prefix=""),
-        binding_context("alice2", "/memories/a.txt", prefix=""),
-        {"s3memory:tenant": "alice"},
-        {"s3memory:path": binding_context("alice", "/memories/a.txt", prefix="")["s3memory:path"]},
-        {**binding_context("alice", "/memories/a.txt", prefix=""), "extra": "entry"},
-        {},
-        binding_context("alice", "/memories/a.txt", prefix="app/"),
-        binding_context("alice", "/memories/a.txt", version=1),
-    ],
-    ids=[
-        "other-path",
-        "trailing-slash",
-        "bob",
-        "alice2",
-        "path-missing",
-        "tenant-missing",
-        "extra",
-        "empty",
-        "other-deployment",
-        "unbound-v1",
-    ],
+    sampled(
+        [
+            binding_context("alice", "/memories/b.txt", prefix=""),
+            binding_context("alice", "/memories/a.txt/", prefix=""),
+            binding_context("bob", "/memories/a.txt", prefix=""),
+            binding_context("alice2", "/memories/a.txt", prefix=""),
+            {"s3memory:tenant": "alice"},
+            {"s3memory:path": binding_context("alice", "/memories/a.txt", prefix="")["s3memory:path"]},
+            {**binding_context("alice", "/memories/a.txt", prefix=""), "extra": "entry"},
+            {},
+            binding_context("alice", "/memories/a.txt", prefix="app/"),
+            binding_context("alice", "/memories/a.txt", version=1),
+        ],
+        [
+            "other-path",
+            "trailing-slash",
+            "bob",
+            "alice2",
+            "path-missing",
+            "tenant-missing",
+            "extra",
+            "empty",
+            "other-deployment",
+            "unbound-v1",
+        ],
+        by_default={"other-path", "bob", "unbound-v1"},
+    ),
 )
 def test_official_client_rejects_a_mismatched_context(
     make_memory: MakeMemory, official: Any, context: dict[str, str]

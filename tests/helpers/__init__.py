@@ -10,6 +10,7 @@ and sealed-file rigs), ``cli`` and ``mcp`` (the front ends' environments), ``buc
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "DOCS_DIR",
     "EXAMPLES_DIR",
     "FLAVOURS",
+    "LOCAL_FLAVOURS",
     "MASTER_KEY",
     "REGION",
     "REPO",
@@ -38,6 +40,8 @@ __all__ = [
     "VECTORS_DIR",
     "flavour_params",
     "make_moto_requests_atomic",
+    "sampled",
+    "store_matrix",
     "use_fake_aws_credentials",
 ]
 
@@ -61,8 +65,35 @@ FLAVOURS = ["inmemory", "localdir", "s3-tenant-local", "s3-tenant-kms", "s3-kms"
 # are wrapped (tests/crypto/test_keyrings.py covers each keyring in the default tier), and the
 # real server.
 SLOW_FLAVOURS = frozenset({"s3-tenant-kms", "s3-kms", "rgw"})
+LOCAL_FLAVOURS = frozenset({"inmemory", "localdir"})
 
 
 def flavour_params(flavours: list[str]) -> list[Any]:
     """``flavours`` as parameters, those of ``SLOW_FLAVOURS`` marked ``slow``."""
     return [pytest.param(f, marks=pytest.mark.slow) if f in SLOW_FLAVOURS else f for f in flavours]
+
+
+def store_matrix(flavours: Iterable[str], cases: Iterable[str], on_s3_by_default: Collection[str]) -> list[Any]:
+    """(flavour, case) parameters for every flavour and case, for what is decided above the
+    store (a tampered object, a refused command): the whole matrix runs on the in-memory and
+    local stores in the default tier, and on S3 (moto, radosgw) the cases of
+    ``on_s3_by_default``, the others in the slow tier."""
+    cases = sorted(cases)
+    assert set(on_s3_by_default) <= set(cases), set(on_s3_by_default) - set(cases)
+    return [
+        pytest.param(flavour, case, marks=pytest.mark.slow)
+        if flavour not in LOCAL_FLAVOURS and case not in on_s3_by_default
+        else pytest.param(flavour, case)
+        for flavour in flavours
+        for case in cases
+    ]
+
+
+def sampled(values: Sequence[Any], ids: Sequence[str], by_default: Collection[str]) -> list[Any]:
+    """``values`` as parameters named ``ids``: those named in ``by_default`` run in the default
+    tier, the others in the slow tier (a matrix whose every row CI runs)."""
+    assert set(by_default) <= set(ids), set(by_default) - set(ids)
+    return [
+        pytest.param(value, id=name) if name in by_default else pytest.param(value, id=name, marks=pytest.mark.slow)
+        for value, name in zip(values, ids, strict=True)
+    ]

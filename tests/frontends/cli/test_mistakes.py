@@ -446,6 +446,13 @@ if ROOT:  # only root can give a file away
     ]
 
 
+# A row that has not ended after this long is hung (one row takes about a second alone). The
+# rows run in as many processes as the machine has cores, twice over: more only makes each
+# slower on a small machine (8 at once on 2 cores took rows past 30 s under load).
+HANG = 60
+WORKERS = 2 * (os.cpu_count() or 1)
+
+
 def run_row(row: Row, d: Path, anthropic: str) -> str | None:
     """Run ``row`` in ``d``; None if it behaved, else what went wrong."""
     d.mkdir()
@@ -472,10 +479,10 @@ def run_row(row: Row, d: Path, anthropic: str) -> str | None:
             stdout=stdout,
             stderr=subprocess.PIPE,
             input=None,
-            timeout=30,
+            timeout=HANG,
         )
     except subprocess.TimeoutExpired:
-        return "hung for 30 s"
+        return f"{row.id}: hung for {HANG} s\n    argv: {row.argv}"
     finally:
         for fd in closers:
             os.close(fd)
@@ -505,7 +512,7 @@ def test_rows_are_many_and_distinct() -> None:
 
 
 def test_every_ordinary_mistake_is_one_clear_line(tmp_path: Path, anthropic_url: str) -> None:
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         results = list(pool.map(lambda ir: run_row(ir[1], tmp_path / f"row{ir[0]}", anthropic_url), enumerate(ROWS)))
     failures = [result for result in results if result]
     assert not failures, f"{len(failures)} of {len(ROWS)} rows failed:\n" + "\n".join(failures)
