@@ -15,8 +15,9 @@ to the slow tier with radosgw (``SLOW_FLAVOURS``). The same rule holds for the f
 modules write themselves (``pytest_collection_modifyitems`` below).
 
 Hypothesis profiles: ``dev`` (the default: fewer examples) and ``ci`` (more), chosen by the
-environment variable ``HYPOTHESIS_PROFILE``. A test's own ``@settings(max_examples=...)``
-wins over the profile.
+environment variable ``HYPOTHESIS_PROFILE``. A test that names its own budget writes
+``@settings(max_examples=examples(N))`` (``helpers.examples``): all N under ``ci``, at most the
+``dev`` profile's count otherwise.
 
 Built on the shipped plugin, ``s3memory.testing`` (loaded in this session through its
 ``pytest11`` entry point, as in a user's): its constants, fake credentials and moto
@@ -33,6 +34,8 @@ from typing import Any
 import pytest
 from helpers import (
     BUCKET,
+    CI_EXAMPLES,
+    DEV_EXAMPLES,
     FLAVOURS,
     MASTER_KEY,
     REGION,
@@ -50,9 +53,9 @@ from s3memory._crypto.cache import process_key_cache
 
 # Hypothesis: `dev` for a developer's run (README's command), `ci` for CI's (HYPOTHESIS_PROFILE=ci).
 # No deadline in either: a loaded machine must not turn a slow example into a failure.
-hypothesis_settings.register_profile("dev", max_examples=20, deadline=None)
+hypothesis_settings.register_profile("dev", max_examples=DEV_EXAMPLES, deadline=None)
 hypothesis_settings.register_profile(
-    "ci", max_examples=100, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+    "ci", max_examples=CI_EXAMPLES, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
 )
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "dev")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import DATA_DIR
+from helpers import DATA_DIR, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -239,7 +239,7 @@ def _valid(tree: dict[str, str]) -> dict[str, str]:
     return kept
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_TREE)
 def test_any_valid_tree_round_trips_through_the_shape(tree: dict[str, str]) -> None:
     tree = _valid(tree)
@@ -449,7 +449,7 @@ def test_a_tree_moves_to_a_fresh_tenant_without_loss(
     assert {info.path: info.sha256 for info in MemoryAdmin(bob).list()} == exported
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=_TREE)
 def test_any_valid_tree_round_trips_through_a_memory(
     tree: dict[str, str], make_memory: Callable[..., EncryptedMemory], home: Path, tmp_path: Path

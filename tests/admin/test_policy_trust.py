@@ -11,6 +11,7 @@ import re
 import string
 
 import pytest
+from helpers import examples
 from helpers.iam import (
     AGENT_ROLE,
     KEY_ARN,
@@ -60,7 +61,7 @@ def is_user_id(value: str) -> bool:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(
     st.one_of(
         st.text(ASCII_TAG_VALUE_CHARS, max_size=12),

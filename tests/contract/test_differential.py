@@ -66,7 +66,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from anthropic.lib.tools._beta_builtin_memory_tool import _format_file_size as reference_format_size
 from anthropic.tools.memory import BetaLocalFilesystemMemoryTool
-from helpers import use_fake_aws_credentials
+from helpers import examples, use_fake_aws_credentials
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -414,7 +414,7 @@ def _fresh_inmemory() -> EncryptedMemory:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(data=st.data())
 def test_differential_inmemory(data: st.DataObject) -> None:
     memory = _fresh_inmemory()
@@ -425,7 +425,7 @@ def test_differential_inmemory(data: st.DataObject) -> None:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_differential_localdir(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory(dir=SCRATCH) as store_dir:
@@ -452,7 +452,7 @@ def moto_s3() -> Iterator[Any]:
 
 
 @pytest.mark.slow  # heavy hypothesis on moto
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data())
 def test_differential_s3(moto_s3: Any, data: st.DataObject) -> None:
     bucket = f"diff-{uuid.uuid4().hex}"

@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
+from helpers import examples
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
@@ -117,7 +118,7 @@ RENAME_TARGETS = ["h", "b.md", "d", "g", "f", "d/w.md", "g/e", "h/k.md", "d/e"]
 SEED_PATHS = ["a.md", "d/x.md", "d/y.md", "d/e/z.md", "f/x.md", "g/x.md", "b.md"]
 VIEW_PATHS = ["", "a.md", "d", "d/e", "d/x.md", "d/e/z.md", "f", "g"]
 
-SETTINGS = settings(max_examples=500, stateful_step_count=50, deadline=None)
+SETTINGS = settings(max_examples=examples(500), stateful_step_count=50, deadline=None)
 
 STATS: Counter[str] = Counter()
 

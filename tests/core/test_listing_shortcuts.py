@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pytest
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
-from helpers import MASTER_KEY
+from helpers import MASTER_KEY, examples
 from helpers.path_strategies import layout_and_key, layouts
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -71,7 +71,7 @@ def _parsed(relative: str, limit: int) -> MemoryPath | None:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=1_500, deadline=None)
+@settings(max_examples=examples(1_500), deadline=None)
 @given(relative=relatives, limit=limits)
 @example(relative="..", limit=100)
 @example(relative="a/./b", limit=100)
@@ -107,7 +107,7 @@ def reference_path_for_key(layout: TenantLayout, key: str) -> MemoryPath | None:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(case=layout_and_key(), more=st.lists(relatives, max_size=5))
 def test_path_for_key_is_the_parser_on_any_key(case: tuple[TenantLayout, str], more: list[str]) -> None:
     layout, key = case
@@ -120,7 +120,7 @@ def test_path_for_key_is_the_parser_on_any_key(case: tuple[TenantLayout, str], m
 
 @pytest.mark.slow  # heavy hypothesis
 @given(layout=layouts, other=layouts)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_no_key_of_one_tenant_is_a_path_of_another(layout: TenantLayout, other: TenantLayout) -> None:
     for relative in ("a.md", "notes/b.md", ".hidden/c", "x y/z~"):
         key = other.memory_prefix + relative
@@ -223,7 +223,7 @@ def _tampered(draw: st.DrawFn, keys: list[str], foreign: list[str]) -> str:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data(), memo=st.sampled_from([1, 2, 3, 5, 8192]))
 def test_opening_sealed_names_agrees_with_opening_each_segment(sealed: Sealed, data: st.DataObject, memo: int) -> None:
     cipher = sealed.memory.layout.names  # type: ignore[attr-defined]
@@ -332,7 +332,7 @@ trees = st.lists(
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(
     files=trees,
     where=st.lists(st.sampled_from(NAMES[:3]), max_size=2).map("/".join),

@@ -22,6 +22,7 @@ import unicodedata
 from urllib.parse import quote, unquote
 
 import pytest
+from helpers import examples
 from helpers.path_rules import (
     BAD_CATEGORIES,
     CONFUSABLES,
@@ -424,13 +425,13 @@ PROPERTY_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=2000, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(2000), **PROPERTY_SETTINGS)
 @given(st.text())
 def test_property_random_text(raw: str) -> None:
     _check(raw)
 
 
-@settings(max_examples=1500, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(1500), **PROPERTY_SETTINGS)
 @given(st.text(max_size=40))
 def test_property_random_text_under_memories(tail: str) -> None:
     _check("/memories" + tail)
@@ -451,21 +452,21 @@ def _check_structured(raw: str) -> None:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=2500, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(2500), **PROPERTY_SETTINGS)
 @given(traversal_paths)
 def test_property_traversal_alphabet(raw: str) -> None:
     _check_structured(raw)
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=2500, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(2500), **PROPERTY_SETTINGS)
 @given(hostile_paths)
 def test_property_hostile_alphabet(raw: str) -> None:
     _check_structured(raw)
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=1000, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(1000), **PROPERTY_SETTINGS)
 @given(percent_paths)
 def test_property_percent_encoding(raw: str) -> None:
     _check(raw)
@@ -476,7 +477,7 @@ def test_property_percent_encoding(raw: str) -> None:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=600, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(600), **PROPERTY_SETTINGS)
 @given(st.lists(safe_segment, min_size=1, max_size=5))
 def test_property_safe_names_are_accepted(parts: list[str]) -> None:
     raw = "/memories/" + "/".join(parts)
@@ -494,7 +495,7 @@ LOOKALIKE_NAME_CHARS = st.one_of(
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=800, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(800), **PROPERTY_SETTINGS)
 @given(st.lists(st.lists(LOOKALIKE_NAME_CHARS, min_size=1, max_size=8).map("".join), min_size=1, max_size=3))
 def test_property_look_alike_names(parts: list[str]) -> None:
     nfc = [unicodedata.normalize("NFC", part) for part in parts]
@@ -548,7 +549,7 @@ def test_validate_tenant_accepts(tenant: str) -> None:
 tenant_ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,127}", fullmatch=True)
 
 
-@settings(max_examples=500, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(500), **PROPERTY_SETTINGS)
 @given(st.one_of(st.text(max_size=140), tenant_ids))
 def test_property_tenant_ids(tenant: str) -> None:
     try:
@@ -564,7 +565,7 @@ def test_property_tenant_ids(tenant: str) -> None:
     assert layout.tenant_prefix == f"{tenant}/"
 
 
-@settings(max_examples=500, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(500), **PROPERTY_SETTINGS)
 @given(
     tenant_ids, st.one_of(tenant_ids, st.builds(lambda t, s: t + s, tenant_ids, st.sampled_from(["2", "-x", ".", "@"])))
 )
@@ -626,7 +627,7 @@ def test_validate_prefix_refuses(prefix: object) -> None:
         TenantLayout("alice", prefix)  # type: ignore[arg-type]
 
 
-@settings(max_examples=300, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(300), **PROPERTY_SETTINGS)
 @given(st.one_of(st.text(max_size=30), st.lists(tenant_ids, max_size=3).map(lambda s: "".join(p + "/" for p in s))))
 def test_property_prefixes(prefix: str) -> None:
     try:
@@ -715,7 +716,7 @@ def _keys_of(layout: TenantLayout, paths: list[MemoryPath]) -> list[str]:
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=1500, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(1500), **PROPERTY_SETTINGS)
 @given(two_deployments(), st.lists(st.lists(deployment_path_segments, min_size=1, max_size=4), max_size=3))
 def test_property_two_deployments_never_overlap(
     pairs: tuple[tuple[str, str], tuple[str, str]], raw_paths: list[list[str]]

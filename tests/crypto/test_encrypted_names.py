@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers import BUCKET, MASTER_KEY
+from helpers import BUCKET, MASTER_KEY, examples
 from helpers.meter import Meter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -520,7 +520,7 @@ def with_names_key(memory: EncryptedMemory) -> EncryptedMemory:
     return memory
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=_PATH)
 def test_property_keys_open_to_their_paths(sealed_memory: EncryptedMemory, path: MemoryPath) -> None:
     layout = sealed_memory.layout
@@ -533,7 +533,7 @@ def test_property_keys_open_to_their_paths(sealed_memory: EncryptedMemory, path:
     assert key.count("/") == 2 + len(path.parts) - 1
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(first=_PATH, second=_PATH)
 def test_property_a_prefix_is_exactly_a_subtree(
     sealed_memory: EncryptedMemory, first: MemoryPath, second: MemoryPath

@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA512
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from helpers import VECTORS_DIR
+from helpers import VECTORS_DIR, examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -533,7 +533,7 @@ _BODY = st.one_of(
 )
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(metadata=_metadata(), body=_BODY, data_key=st.one_of(st.just(DATA_KEY), st.binary(max_size=40)))
 @example(metadata=dict(_VALID_METADATA), body=_VALID_BODY, data_key=DATA_KEY)
 def test_fuzz_only_integrity_or_foreign_errors(metadata: dict[str, str], body: bytes, data_key: bytes) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "RGW_ENDPOINT",
     "SLOW_FLAVOURS",
     "VECTORS_DIR",
+    "examples",
     "flavour_params",
     "make_moto_requests_atomic",
     "sampled",
@@ -56,6 +57,19 @@ VECTORS_DIR = REPO / "tests" / "vectors"  # the frozen test vectors of every sto
 EXAMPLES_DIR = REPO / "examples"
 DOCS_DIR = REPO / "docs"
 BENCH_DIR = REPO / "bench"
+
+# Hypothesis: CI's profile (HYPOTHESIS_PROFILE=ci) runs every property test's whole budget; a
+# developer's run (the dev profile, README's command) at most DEV_EXAMPLES examples each.
+CI_PROFILE = os.environ.get("HYPOTHESIS_PROFILE") == "ci"
+DEV_EXAMPLES = 20
+CI_EXAMPLES = 100  # for a test that names no budget of its own
+
+
+def examples(budget: int) -> int:
+    """A property test's ``max_examples``: its whole ``budget`` under CI's profile, at most
+    the dev profile's count in a developer's run."""
+    return budget if CI_PROFILE else min(budget, DEV_EXAMPLES)
+
 
 # A real S3 implementation (Ceph radosgw, started by scripts/radosgw.sh in CI), if any.
 RGW_ENDPOINT = os.environ.get("S3MEMORY_TEST_S3_ENDPOINT")

@@ -23,7 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from helpers import MASTER_KEY
+from helpers import MASTER_KEY, examples
 from helpers.fakekms import FakeKms
 from helpers.path_rules import BAD_CATEGORIES
 from s3memory import (
@@ -96,7 +96,7 @@ def fuzz(max_examples: int, *, slow: bool = False) -> Any:
     """Settings of every fuzz target. ``slow``: the strategy builds huge values (nesting
     bombs, 100 KB base64) on purpose, so generation is allowed to be slow."""
     return settings(
-        max_examples=max_examples,
+        max_examples=examples(max_examples),
         deadline=None,
         derandomize=False,
         suppress_health_check=[HealthCheck.too_slow] if slow else [],

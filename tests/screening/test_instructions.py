@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from helpers import DATA_DIR, REPO
+from helpers import DATA_DIR, REPO, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -400,7 +400,7 @@ FRAGMENTS = [
 ]
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
         st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(exclude_categories=()), max_size=12)),

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from helpers import DATA_DIR
+from helpers import DATA_DIR, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -581,7 +581,7 @@ PROPERTY_EXAMPLES = [e for e in EXAMPLES if e.kind != "private key"] + [
 ]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(), data=st.data())
 def test_property_secret_inserted_anywhere(text: str, data: st.DataObject) -> None:
     example = data.draw(st.sampled_from(PROPERTY_EXAMPLES), label="example")
@@ -666,7 +666,7 @@ def test_every_default_validator_answers_hostile_strings(detector: Detector) -> 
 
 
 @pytest.mark.parametrize("detector", [d for d in DEFAULT_DETECTORS if d.validate], ids=lambda d: d.kind)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(value=st.text(st.characters(exclude_categories=())))
 def test_every_default_validator_answers_any_string(detector: Detector, value: str) -> None:
     assert detector.validate is not None
@@ -696,7 +696,7 @@ FUZZ_TEXT = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=FUZZ_TEXT)
 def test_fuzz_the_guard_answers_with_text_or_a_refusal(text: str) -> None:
     findings = SecretGuard().find(text)
@@ -712,7 +712,7 @@ def test_fuzz_the_guard_answers_with_text_or_a_refusal(text: str) -> None:
     assert SecretGuard("allow").apply(text) is text
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=FUZZ_TEXT, inserted=FUZZ_TEXT, data=st.data())
 def test_fuzz_screen_edit_answers_with_text_or_a_refusal(before: str, inserted: str, data: st.DataObject) -> None:
     start = data.draw(st.integers(0, len(before)), label="start")

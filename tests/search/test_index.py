@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import hypothesis.strategies as st
 import pytest
-from helpers import BUCKET, MASTER_KEY
+from helpers import BUCKET, MASTER_KEY, examples
 from helpers.meter import Meter
 from hypothesis import HealthCheck, given, settings
 
@@ -811,7 +811,7 @@ OPERATIONS = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(OPERATIONS)
 def test_the_index_always_agrees_with_the_files(operations: list[tuple[str, int, str]]) -> None:
     PROCESS_INDEX_CACHE.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 
 from s3memory import InvalidCommandError
@@ -182,7 +183,7 @@ def test_snippets_escape_nothing() -> None:
     assert result.lines == ((1, text),)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.text(min_size=0, max_size=400),
     st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=60),
@@ -204,7 +205,7 @@ def test_a_snippet_is_short_and_holds_its_hit(line: str, term: str) -> None:
         assert folded_term in shown.casefold() or len(folded_term) > 100
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.text(alphabet="ab c\nAB", max_size=40), max_size=8),
     st.lists(st.text(alphabet="abcAB", min_size=1, max_size=3), min_size=1, max_size=3),
@@ -242,7 +243,7 @@ def _reference_match(text: str, terms: tuple[str, ...]) -> tuple[int, int, list[
     return (-best[0][0] if best else 0), -sum(hits for _, hits, _ in lines), sorted(n for _, _, n in best)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.lists(st.text(alphabet="abc \nAß", max_size=60), min_size=1, max_size=6),
     st.lists(st.text(alphabet="abcSs", min_size=1, max_size=4), min_size=1, max_size=5),

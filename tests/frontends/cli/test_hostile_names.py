@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from helpers import examples
 from helpers.cli import ENV_NAMES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -128,7 +129,7 @@ HOSTILE_TEXT = st.lists(st.one_of(HOSTILE, st.text(max_size=3)), max_size=8).map
 
 @pytest.mark.slow  # heavy hypothesis
 @given(HOSTILE_TEXT)
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 def test_a_rendered_name_is_inert_printable_and_recoverable(name: str) -> None:
     shown = printable(name, name=True)
     assert shown.isprintable()  # no control, format, separator (but ' ') or surrogate character
@@ -136,7 +137,7 @@ def test_a_rendered_name_is_inert_printable_and_recoverable(name: str) -> None:
 
 
 @given(HOSTILE_TEXT)
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 def test_rendered_text_keeps_lines_and_tabs_and_nothing_else(text: str) -> None:
     shown = printable(text, lines=True)
     assert inert(shown, keep="\n\t")
@@ -265,7 +266,7 @@ _NAME_CHARS = st.sampled_from(
 
 
 @given(st.lists(st.lists(_NAME_CHARS, min_size=1, max_size=12).map("".join), min_size=1, max_size=3))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_ls_shows_every_name_the_parser_accepts_as_it_is(home: Path, names: list[str]) -> None:
     paths = set()
     for name in names:
@@ -293,7 +294,7 @@ def test_ls_shows_every_name_the_parser_accepts_as_it_is(home: Path, names: list
 
 
 @given(st.lists(HOSTILE_TEXT, min_size=1, max_size=4, unique=True))
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_ls_never_raises_and_names_stay_distinct(home: Path, monkeypatch: pytest.MonkeyPatch, names: list[str]) -> None:
     with monkeypatch.context() as patch:
         fake_listing(patch, {f"/memories/{name}": "x" for name in names})

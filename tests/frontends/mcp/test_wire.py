@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from helpers import examples
 from helpers.mcp import server_environment
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -355,7 +356,7 @@ json_values = st.recursive(
 ids = st.integers() | st.text(max_size=10) | st.none() | st.booleans() | st.floats(allow_nan=False)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.sampled_from(["jsonrpc", "method", "params", "x", "ïd"]), json_values), ids, st.booleans())
 def test_the_recovered_id_is_the_one_a_parser_reads(members: dict[str, Any], request_id: Any, ascii: bool) -> None:
     message = {**members, "id": request_id}

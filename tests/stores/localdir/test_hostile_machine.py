@@ -34,6 +34,7 @@ from unittest import mock
 
 import pytest
 from click.testing import CliRunner
+from helpers import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -502,7 +503,7 @@ def test_a_plain_store_on_a_case_insensitive_root_refuses_folding_keys(
     assert [i.key for i in store.list("")] == ["alice/memories/Notes.md", "alice/memories/Other.md"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=40))
 def test_escaping_is_reversible_and_fold_stable(segment: str) -> None:
     try:
@@ -730,7 +731,7 @@ operations = st.lists(
 
 
 @pytest.mark.slow  # heavy hypothesis
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planted=plantings(), ops=operations, folding=st.booleans(), plant_first=st.booleans())
 def test_fuzz_planted_trees_and_operations(
     planted: list[tuple[str, str, bytes]], ops: list[tuple[Any, ...]], folding: bool, plant_first: bool

@@ -196,6 +196,7 @@ class TestCrtS3StoreOnMotoServer(ObjectStoreContract):
         return S3Store(crt.test_bucket, crt)
 
 
+@pytest.mark.slow  # the hot verbs are the unversioned class's; the versions' own calls go to boto3
 class TestVersionedCrtS3StoreOnMotoServer(ObjectStoreContract):
     """On moto's server, a versioned bucket (the versions' own calls go to boto3)."""
 
