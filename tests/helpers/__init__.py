@@ -5,7 +5,8 @@ this one hold the rest: ``fakekms`` (a deterministic KMS), ``fake_messages_api``
 Messages endpoint), ``meter`` (counting requests), ``path_rules`` and ``path_strategies`` (the
 path oracles and hypothesis strategies), ``fuzzing`` (the fuzzers' budget, settings, oracles
 and sealed-file rigs), ``cli`` and ``mcp`` (the front ends' environments), ``buckets``
-(cleaning up a real bucket), ``iam`` (an IAM policy evaluator and the requests it judges)."""
+(cleaning up a real bucket), ``iam`` (an IAM policy evaluator and the requests it judges),
+``localdir`` (the local store's object files, written by hand)."""
 
 from __future__ import annotations
 

@@ -41,11 +41,6 @@ def _syncfs_here(store: LocalDirStore) -> bool:
         os.close(fd)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> LocalDirStore:
-    return LocalDirStore(tmp_path / "store")
-
-
 def open_fds() -> int:
     gc.collect()  # stores of earlier tests close their root's descriptor when collected
     return len(os.listdir("/proc/self/fd"))
