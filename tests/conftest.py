@@ -5,13 +5,14 @@ local directory store, and S3 (moto) in tenant-key mode with a local master key,
 tenant-key mode with a KMS master key, and in KMS-per-object mode (and a real radosgw
 when one runs).
 
-Tiers: the default run (README's ``python -m pytest -q``) leaves out the tests marked
-``slow`` (subprocesses, crashes, a fault at every step, end-to-end runs of other programs,
-the radosgw flavour, heavy hypothesis, anything timed by the wall clock); ``-m slow`` runs
-them. Of the flavours, the default run keeps ``inmemory``, ``localdir`` and one moto
-flavour (``s3-tenant-local``); the other two moto flavours differ from it only in how keys
-are wrapped, which ``tests/crypto/test_keyrings.py`` tests once per keyring in the default run, and go
-to the slow tier with radosgw (``SLOW_FLAVOURS``). The same rule holds for the flavour lists
+Tiers: the default run (README's ``python -m pytest -q -n auto``) leaves out the tests
+marked ``slow`` (subprocesses, crashes, a fault at every step, end-to-end runs of other
+programs, the radosgw flavour, heavy hypothesis, anything timed by the wall clock, the rest
+of each sampled matrix); ``-m slow`` runs them. Of the flavours, the default run keeps
+``inmemory``, ``localdir`` and one moto flavour (``s3-tenant-local``); the other two moto
+flavours differ from it only in how keys are wrapped, which ``tests/crypto/test_keyrings.py``
+tests once per keyring in the default run, and go to the slow tier with radosgw
+(``SLOW_FLAVOURS``). The same rule holds for the flavour lists
 modules write themselves (``pytest_collection_modifyitems`` below).
 
 Hypothesis profiles: ``dev`` (the default: fewer examples) and ``ci`` (more), chosen by the
