@@ -157,3 +157,11 @@ def test_the_command_line_check_catches_a_setting_without_an_option() -> None:
     assert settings_without_an_option({**SETTINGS, "bucket_region": added}) == ["bucket_region"]
     moved = replace(SETTINGS["bucket"], variable="S3MEMORY_S3_BUCKET")
     assert settings_without_an_option({**SETTINGS, "bucket": moved}) == ["bucket"]
+
+
+def test_the_policy_documents_know_every_key_mode() -> None:
+    """``_admin.policy`` writes the key modes again (importing ``_factory`` would make it heavy)."""
+    from s3memory._admin import policy
+    from s3memory._factory import KEY_MODES
+
+    assert policy.KEY_MODES == KEY_MODES
