@@ -86,9 +86,7 @@ PRINCIPAL_TAG_TENANT = "${aws:PrincipalTag/" + DEFAULT_TAG + "}"
 ((_MARKER_TAG_KEY, _MARKER_TAG_VALUE),) = ACCESS_MARKER_TAGS.items()
 ACCESS_MARKER_TAG = {"Key": _MARKER_TAG_KEY, "Value": _MARKER_TAG_VALUE}
 """The object tag of access markers (``{user}/.s3memory/access/...``), expired by lifecycle."""
-# Written twice: _factory's KEY_MODES would bring the memory's imports into this light module
-# (tests/package/test_options.py keeps the two equal).
-KEY_MODES = ("tenant", "kms")
+KEY_MODES = ("tenant", "kms")  # _factory's, again: importing it makes this module heavy (test_options)
 SESSION_SECONDS = 900  # the shortest session STS grants
 
 # The two shapes of encryption context s3memory sends to KMS (see _keys and _names):
