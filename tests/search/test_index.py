@@ -380,8 +380,10 @@ def test_over_the_cap_the_index_is_kept_in_the_process_only(monkeypatch: pytest.
     store.puts.clear()
     _, verbs, _ = recorded(store, lambda: texts(memory))
     assert store.puts == [] and verbs["get"] == 6  # the index (none), every file
-    result, verbs, trips = recorded(store, lambda: texts(memory))
-    assert len(result) == 5 and verbs == {"list": 1, "head": 1} and trips == 1
+    # The requests, not their overlap: with no delay per request (rtt=0) whether two overlap is
+    # the wall clock's; test_round_trips_warm_cold_and_changed (slow tier) counts round trips.
+    result, verbs, _ = recorded(store, lambda: texts(memory))
+    assert len(result) == 5 and verbs == {"list": 1, "head": 1}
 
 
 def test_a_file_that_does_not_open_is_left_out_and_not_read_again() -> None:
@@ -452,8 +454,8 @@ def test_two_processes_racing_to_write_the_index_lose_nothing(caplog: pytest.Log
     assert len(index_entries(first)) == 5  # the winner's, complete
     # The loser adopts the winner's index without reading or writing anything.
     store.puts.clear()
-    _, verbs, trips = recorded(store, lambda: texts(first))
-    assert verbs == {"list": 1, "head": 1} and trips == 1
+    _, verbs, _ = recorded(store, lambda: texts(first))
+    assert verbs == {"list": 1, "head": 1}  # (their overlap: see the test above)
     # And a cold process reads no file.
     PROCESS_INDEX_CACHE.clear()
     _, verbs, _ = recorded(store, lambda: texts(first))
