@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from helpers import BUCKET, LOCAL_FLAVOURS, MASTER_KEY
+from helpers import BUCKET, MASTER_KEY, store_matrix
 
 from s3memory import (
     AccessLog,
@@ -192,32 +192,21 @@ READ_ONLY_COMMANDS: list[tuple[dict[str, Any], str]] = [
 ]
 
 
-# The refusal comes before any request, whatever the store: every command on every store in
-# CI; in the default tier every command on the local stores and on S3 one of each verb.
-ON_S3_BY_DEFAULT = {"create0", "str_replace2", "insert3", "delete6", "rename9"}
-assert ON_S3_BY_DEFAULT <= {f"{command['command']}{i}" for i, (command, _) in enumerate(READ_ONLY_COMMANDS)}
+# Each refused command by name ("create0", ...). The refusal comes before any request, whatever
+# the store: every command on every store in CI; in the default tier every command on the local
+# stores and on S3 one of each verb.
+READ_ONLY_CASES = {f"{case[0]['command']}{i}": case for i, case in enumerate(READ_ONLY_COMMANDS)}
 
 
 @pytest.mark.parametrize(
-    ("stores", "command", "refused"),
-    [
-        pytest.param(
-            flavour,
-            command,
-            refused,
-            id=f"{command['command']}{i}-{flavour}",
-            marks=()
-            if flavour in LOCAL_FLAVOURS or f"{command['command']}{i}" in ON_S3_BY_DEFAULT
-            else pytest.mark.slow,
-        )
-        for i, (command, refused) in enumerate(READ_ONLY_COMMANDS)
-        for flavour in FLAVOURS
-    ],
+    ("stores", "case"),
+    store_matrix(FLAVOURS, READ_ONLY_CASES, {"create0", "str_replace2", "insert3", "delete6", "rename9"}),
     indirect=["stores"],
 )
 def test_a_read_only_mount_refuses_every_change_before_any_request(
-    seeded: tuple[Recording, dict[str, Any], MountedMemory], command: dict[str, Any], refused: str
+    seeded: tuple[Recording, dict[str, Any], MountedMemory], case: str
 ) -> None:
+    command, refused = READ_ONLY_CASES[case]
     store, _, memory = seeded
     before = {k: store.inner.get(k) for k in [i.key for i in store.inner.list("")]}
     store.requests.clear()

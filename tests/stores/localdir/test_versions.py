@@ -43,10 +43,6 @@ def kept_name(version: ObjectVersion) -> str:
     return f"{MAX_STAMP - stamp:016x}-{rest}"
 
 
-def history(store: LocalDirStore, prefix: str = "t/") -> list[tuple[str, str, bool, bool]]:
-    return [(v.key, v.version_id, v.is_latest, v.is_delete_marker) for v in store.list_versions(prefix)]
-
-
 def test_the_version_area_holds_the_replaced_files_themselves(store: LocalDirStore) -> None:
     first = store.put("t/a", b"one", {"n": "1"})
     current = store.root / "t" / "a"
