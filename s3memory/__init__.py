@@ -30,6 +30,7 @@ from ._admin.policy import (
     lifecycle_configuration,
 )
 from ._aws.clients import tune_session
+from ._aws.shared import describe_s3_client, kms_client, s3_client
 from ._config import Settings
 from ._core.access import AccessLog
 from ._core.limits import Limits
@@ -150,12 +151,14 @@ __all__ = [
     "assume_role_request",
     "binding_context",
     "deployment_documents",
+    "describe_s3_client",
     "erase_tenant",
     "expire_memories",
     "expire_noncurrent_versions",
     "format_size",
     "generate_master_key",
     "iam_policy",
+    "kms_client",
     "kms_key_policy",
     "lifecycle_configuration",
     "memory_stores_prompt",
@@ -163,6 +166,7 @@ __all__ = [
     "parse_path",
     "rewrap_tenant_key",
     "rotate_tenant_key",
+    "s3_client",
     "tune_session",
     "user_id_for_subject",
     "validate_tenant",

@@ -18,6 +18,7 @@ bucket switches to S3; a KMS key id makes KMS wrap the tenant key (or, with key 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +42,7 @@ from ._factory import (
     open_memory,
 )
 
+log = logging.getLogger("s3memory")
 STORE_DIRECTORY = "store"  # the local store's directory in the data home
 MASTER_KEY_FILE = "master.key"  # the local master key's file in the data home
 _HOME_VARIABLE = "S3MEMORY_HOME"
@@ -380,9 +382,14 @@ class Settings:
             raise ConfigurationError(f"--key-mode kms needs {setting_name('kms_key_id')}")
         if self.bucket:
             from ._aws.clients import new_client
+            from ._aws.crt import fast_client
+            from ._aws.shared import describe_s3_client
 
             region = self.aws_region()
-            s3 = new_client("s3", region_name=region, endpoint_url=self.endpoint_url, timeout=self.timeout)
+            # A client of its own (one command, one memory), not the process's shared one:
+            # an MCP server or a test opening memories one after another starts afresh.
+            s3 = fast_client(new_client("s3", region_name=region, endpoint_url=self.endpoint_url, timeout=self.timeout))
+            log.debug("S3 client: %s (%s)", *describe_s3_client(s3))
             options = {"bucket": self.bucket, "s3_client": s3, "prefix": self.prefix}
             if self.kms_key_id:
                 options["kms_key_id"] = self.kms_key_id

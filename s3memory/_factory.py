@@ -59,11 +59,12 @@ class MemoryOptions(TypedDict, total=False):
 
 def default_kms_client(s3_client: Any | None = None, *, timeout: float | None = None) -> Any:
     """A KMS client in the S3 client's region (else the region ``resolve_region`` finds),
-    configured as ``s3memory._aws.clients.client_config`` says."""
-    from ._aws.clients import new_client
+    configured as ``s3memory._aws.clients.client_config`` says, shared as the default S3
+    client is (``s3memory._aws.shared.kms_client``)."""
+    from ._aws.shared import kms_client
 
     region = getattr(getattr(s3_client, "meta", None), "region_name", None)
-    return new_client("kms", region_name=region, timeout=timeout)
+    return kms_client(region_name=region, timeout=timeout)
 
 
 #: The one list of the options' defaults: each option not given is the value here, else None;

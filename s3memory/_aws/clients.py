@@ -49,14 +49,15 @@ def check_timeout(timeout: object, *, name: str = "timeout") -> float:
     return seconds
 
 
-def client_config(timeout: float | None = None) -> Any:
-    """A botocore ``Config``: ``timeout`` seconds to connect and per read, the standard retry
-    mode (jittered backoff on throttling and transient errors) with three attempts. The
-    variables ``AWS_RETRY_MODE`` and ``AWS_MAX_ATTEMPTS`` still apply: an explicit value in
-    ``Config`` would override them."""
+def client_config(timeout: float | None = None, *, connect_timeout: float | None = None) -> Any:
+    """A botocore ``Config``: ``timeout`` seconds per read and to connect (``connect_timeout``,
+    if given, to connect), the standard retry mode (jittered backoff on throttling and
+    transient errors) with three attempts. The variables ``AWS_RETRY_MODE`` and
+    ``AWS_MAX_ATTEMPTS`` still apply: an explicit value in ``Config`` would override them."""
     from botocore.config import Config
 
     seconds = DEFAULT_TIMEOUT_SECONDS if timeout is None else check_timeout(timeout)
+    connect = seconds if connect_timeout is None else check_timeout(connect_timeout, name="connect_timeout")
     retries: dict[str, Any] = {}
     if not os.environ.get("AWS_RETRY_MODE"):
         retries["mode"] = "standard"
@@ -72,7 +73,7 @@ def client_config(timeout: float | None = None) -> Any:
         if option in Config.OPTION_DEFAULTS and not os.environ.get(variable)
     }
     return Config(
-        connect_timeout=seconds,
+        connect_timeout=connect,
         read_timeout=seconds,
         retries=retries,
         max_pool_connections=MAX_POOL_CONNECTIONS,
@@ -86,6 +87,7 @@ def new_client(
     region_name: str | None = None,
     endpoint_url: str | None = None,
     timeout: float | None = None,
+    connect_timeout: float | None = None,
     **credentials: Any,
 ) -> Any:
     """A client of ``service`` (as boto3 makes it) from :func:`tuned_session`, with :func:`client_config`,
@@ -104,13 +106,17 @@ def new_client(
                 service,
                 region_name=region,
                 endpoint_url=endpoint_url,
-                config=client_config(timeout),
+                config=client_config(timeout, connect_timeout=connect_timeout),
                 **credentials,
             )
     except ProfileNotFound:
         raise missing_profile(aws_session()) from None
     except (BotoCoreError, ValueError) as exc:  # e.g. an endpoint URL that is not a URL
         raise ConfigurationError(f"the {service.upper()} client cannot be created: {exc}") from None
+
+
+def aws_environment() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
 
 
 _session_lock = threading.Lock()
@@ -127,7 +133,7 @@ def tuned_session() -> Any:
     :func:`region_for` does. boto3's default session is left as it is.
     """
     global _session
-    environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+    environment = aws_environment()
     with _session_lock:
         if _session is None or _session[0] != environment:
             import botocore.session

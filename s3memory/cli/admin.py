@@ -47,13 +47,15 @@ def info(ctx: click.Context) -> None:
     \b
     --json: {"user": ..., "store": ..., "key_prefix": ..., "key_mode": "tenant" or "kms",
              "kms_key_id": ... or null, "master_key_file": ... or null,
-             "files": N, "directories": N, "bytes": N, "hidden_by_mounts": {MOUNT: N}}
+             "files": N, "directories": N, "bytes": N, "hidden_by_mounts": {MOUNT: N},
+             "s3_client": {"kind": "awscrt" or "botocore", "why": ...} or null}
     """
     settings = settings_or_exit(ctx)
     with own_memory(ctx) as memory:
         entries = memory.list_files(ROOT)
         tenant = memory.layout.tenant
         prefix = memory.layout.memory_prefix
+        client = _s3_client_of(memory)
     directories = {str(PurePosixPath(e.path).parent) for e in entries} - {ROOT}
     total = sum(e.size for e in entries)
     hidden = {name: len(paths) for name, paths in shadowed_by((e.path for e in entries), settings.mounts).items()}
@@ -71,6 +73,7 @@ def info(ctx: click.Context) -> None:
                 "directories": len(directories),
                 "bytes": total,
                 "hidden_by_mounts": hidden,
+                "s3_client": None if client is None else {"kind": client[0], "why": client[1]},
             }
         )
         return
@@ -96,6 +99,7 @@ def info(ctx: click.Context) -> None:
         ("files", str(len(entries))),
         ("directories", str(len(directories))),
         ("size", f"{format_size(total)} ({total:,} bytes of plaintext)"),
+        *((("S3 client", f"{client[0]}: {client[1]}"),) if client is not None else ()),
         *(
             ("hidden", f"{count:,} file(s) under /memories/{name}/ or a name reading as it, by that mount")
             for name, count in sorted(hidden.items())
@@ -103,6 +107,18 @@ def info(ctx: click.Context) -> None:
     ):
         table.add_row(label, Text(value))
     rich_console().print(table)
+
+
+def _s3_client_of(memory: Any) -> tuple[str, str] | None:
+    """Which HTTP stack the memory's S3 client sends object requests with, and why (None
+    for a store that is not S3)."""
+    from .._aws.shared import describe_s3_client
+    from ..stores import S3Store
+
+    store = memory.store
+    while not isinstance(store, S3Store) and hasattr(store, "inner"):
+        store = store.inner
+    return describe_s3_client(store.client) if isinstance(store, S3Store) else None
 
 
 @command(json_output=True)

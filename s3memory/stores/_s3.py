@@ -49,18 +49,17 @@ def _answered_versioned(response: Mapping[str, Any]) -> bool:
 def default_s3_client(
     *, endpoint_url: str | None = None, region_name: str | None = None, timeout: float | None = None
 ) -> Any:
-    """A botocore S3 client with timeouts and retries chosen on purpose (see ``s3memory._aws.clients``):
-    ``timeout`` seconds (5 by default) to connect and per read, the standard retry mode with
-    three attempts, in the region ``resolve_region`` finds. With the ``fast`` extra
-    (awscrt) installed, its hot verbs go through awscrt (``_s3crt.fast_client``).
+    """The S3 client of a store given none: the process's shared one for these settings
+    (``s3memory._aws.shared.s3_client``): timeouts and retries chosen on purpose, its hot
+    verbs through awscrt with the ``fast`` extra, its connections shared by every memory
+    opened without a client.
 
     Raises:
         ConfigurationError: no AWS region, or a missing AWS profile.
     """
-    from .._aws.clients import new_client
-    from .._aws.crt import fast_client
+    from .._aws.shared import s3_client
 
-    return fast_client(new_client("s3", region_name=region_name, endpoint_url=endpoint_url, timeout=timeout))
+    return s3_client(region_name=region_name, endpoint_url=endpoint_url, timeout=timeout)
 
 
 def _written(client: Any) -> dict[str, bool]:
