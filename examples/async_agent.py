@@ -12,19 +12,18 @@ import asyncio
 import os
 import sys
 
-import boto3
 from anthropic import AsyncAnthropic
 
-from s3memory import AsyncS3MemoryTool
+from s3memory import AsyncS3MemoryTool, kms_client, s3_client
 
 
 async def main(user_id: str, prompt: str) -> None:
     tool = AsyncS3MemoryTool(
         bucket=os.environ["S3MEMORY_BUCKET"],
         user_id=user_id,
-        s3_client=boto3.client("s3"),
+        s3_client=s3_client(),  # shared per process; awscrt with the fast extra
         kms_key_id=os.environ["S3MEMORY_KMS_KEY_ID"],
-        kms_client=boto3.client("kms"),
+        kms_client=kms_client(),
     )
     runner = AsyncAnthropic().beta.messages.tool_runner(
         model=os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-5-5"),

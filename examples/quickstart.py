@@ -14,18 +14,17 @@ import base64
 import os
 import sys
 
-import boto3
 from anthropic import Anthropic
 
-from s3memory import S3MemoryTool
+from s3memory import S3MemoryTool, kms_client, s3_client
 
 
 def build_tool(user_id: str) -> S3MemoryTool:
-    s3 = boto3.client("s3")
-    options: dict[str, object] = {"bucket": os.environ["S3MEMORY_BUCKET"], "user_id": user_id, "s3_client": s3}
+    # s3memory's shared clients: one connection pool per process, awscrt with the fast extra
+    options: dict[str, object] = {"bucket": os.environ["S3MEMORY_BUCKET"], "user_id": user_id, "s3_client": s3_client()}
     if os.environ.get("S3MEMORY_KMS_KEY_ID"):
         options["kms_key_id"] = os.environ["S3MEMORY_KMS_KEY_ID"]
-        options["kms_client"] = boto3.client("kms")
+        options["kms_client"] = kms_client()
     else:
         options["master_key"] = base64.b64decode(os.environ["S3MEMORY_MASTER_KEY_B64"])
     return S3MemoryTool(**options)  # type: ignore[arg-type]
