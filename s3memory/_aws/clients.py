@@ -28,7 +28,8 @@ from .._errors import ConfigurationError
 DEFAULT_TIMEOUT_SECONDS = 5.0
 #: Attempts per request (the first and two retries) unless AWS_MAX_ATTEMPTS says otherwise.
 DEFAULT_MAX_ATTEMPTS = 3
-MAX_POOL_CONNECTIONS = 32
+#: As many as ``Limits.max_workers``: each worker's request has a connection of its own.
+MAX_POOL_CONNECTIONS = 64
 #: The signing region for a custom endpoint when none is set (see ``region_for``).
 CUSTOM_ENDPOINT_REGION = "us-east-1"
 #: The checksum settings for the clients s3memory builds, unless the environment sets them.
