@@ -137,8 +137,8 @@ _LANE: contextvars.ContextVar[_Lane | None] = contextvars.ContextVar("s3memory_t
 
 
 def count_request(operation: str, body: object, response: Mapping[str, Any] | None) -> None:
-    """One S3 request of the current command (a hook of ``S3Store``): its retries (botocore's
-    ``ResponseMetadata.RetryAttempts``; awscrt's are not visible and count 0), the object
+    """One S3 request of the current command (a hook of ``S3Store``): its retries
+    (``ResponseMetadata.RetryAttempts``, counted by the awscrt client too), the object
     bytes it sent (a PUT's body) and received (a GET's)."""
     lane = _LANE.get()
     if lane is None:

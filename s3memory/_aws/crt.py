@@ -2,7 +2,7 @@
 
 Why: botocore spends 0.75-0.85 ms of client CPU per S3 request even tuned (its HTTP stack,
 signing, endpoint rules and parsing, measured with ``bench/run.py``); awscrt's ``S3Client``
-signs, pools, retries and speaks HTTP in C for about 0.15 ms. A 1,000-file rename is about
+signs, pools and speaks HTTP in C for about 0.15 ms. A 1,000-file rename is about
 2,000 requests, so that is most of its CPU. Only the six verbs ``S3Store`` calls per file go
 through awscrt (HEAD, GET, PUT, COPY, ListObjectsV2, DeleteObjects), and each answers the
 dict botocore would, or raises the ``ClientError`` (or connection error) botocore would, so
@@ -10,7 +10,8 @@ dict botocore would, or raises the ``ClientError`` (or connection error) botocor
 listing, bucket calls, ``meta``) and any argument those six are not written for goes to the
 wrapped boto3 client, which also keeps supplying the credentials (refreshed by botocore:
 profiles, SSO, AssumeRole), the region, and the URL of a bucket (its endpoint rules decide
-virtual-hosted or path style once per bucket).
+virtual-hosted or path style once per bucket). Retries are botocore's standard mode's, made
+here (``crt_retry``); answers are parsed as botocore parses them (``crt_answers``).
 
 awscrt is imported here only, when a client is wrapped: never by ``import s3memory``.
 """
@@ -20,19 +21,30 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import hashlib
-import http.client
 import importlib
 import io
 import os
 import threading
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
-from urllib.parse import quote, unquote_plus, urlsplit
+from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape
 
-from .clients import parse_timestamp
+from .crt_answers import (
+    META,
+    Exchange,
+    base_fields,
+    copy_headers,
+    copy_result,
+    error_response,
+    header_value,
+    listing,
+    local_name,
+    object_fields,
+    xml_root,
+)
+from .crt_retry import TIMED_OUT, Retries, attempt_seconds, transport_error
 
 __all__ = ["CrtS3Client", "fast_client"]
 
@@ -41,13 +53,8 @@ __all__ = ["CrtS3Client", "fast_client"]
 #: its bound: awscrt buffers a whole response, so a huge object planted in the bucket must
 #: not be fetched whole into memory. 8 MiB is more than any memory file.
 GET_PART_BYTES = 8 * 1024 * 1024
-#: Seconds to add to a request's deadline, beyond its attempts' timeouts: retry back-off.
-BACKOFF_SLACK_SECONDS = 3.0
-
-_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _PROBE_KEY = "s3memory-crt-probe"
-_META = "x-amz-meta-"
 # The arguments each verb handles itself; a call with any other goes to boto3.
 _HEAD_ARGS = frozenset({"Bucket", "Key"})
 _GET_ARGS = _HEAD_ARGS
@@ -63,8 +70,21 @@ _REDIRECT_CODES = frozenset({"PermanentRedirect", "TemporaryRedirect", "Authoriz
 
 # Failures awscrt names without an answer to show, as botocore reports them.
 _S3_FAILURES = {"AWS_ERROR_S3_INTERNAL_ERROR": ("InternalError", 500), "AWS_ERROR_S3_SLOW_DOWN": ("SlowDown", 503)}
-_DEADLINE = "s3memory: no answer before the request's deadline"
 Observer = Callable[[str, float, float], None]
+# awscrt's AwsSigningConfig's arguments, but the date and the body's hash.
+_SIGNING_FIELDS = (
+    "algorithm",
+    "signature_type",
+    "credentials_provider",
+    "region",
+    "service",
+    "should_sign_header",
+    "use_double_uri_encode",
+    "should_normalize_uri_path",
+    "signed_body_header_type",
+    "expiration_in_seconds",
+    "omit_session_token",
+)
 
 
 class _UseBoto3(Exception):
@@ -84,7 +104,8 @@ def fast_client(client: Any) -> Any:
     client it can stand in for; otherwise ``client`` itself.
 
     It cannot for a client without credentials, an unsigned one, one behind a proxy or with
-    a client certificate: awscrt's S3 client supports none of these as botocore does.
+    a client certificate: awscrt's S3 client supports none of these as botocore does; nor
+    with awscrt 0.38.0, whose own retries cannot be turned off.
     """
     if isinstance(client, CrtS3Client):
         return client
@@ -143,6 +164,17 @@ class _Credentials:
             raise
         return self._make(frozen.access_key, frozen.secret_key, frozen.token)
 
+    def failed(self) -> Exception:
+        """What botocore raises for the last failure to get credentials, which awscrt
+        reported by name only."""
+        failure, self.failure = self.failure, None
+        if isinstance(failure, Exception):
+            return failure
+        from botocore.exceptions import NoCredentialsError
+
+        error: Exception = NoCredentialsError()
+        return error
+
 
 class _Probe:
     """A ``before-send`` handler of the boto3 client: in a thread probing a bucket's URL, it
@@ -182,23 +214,6 @@ class _Body(io.BytesIO):
             yield chunk
 
 
-class _Exchange:
-    """One request's answer, filled in by awscrt's callbacks on its own threads."""
-
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(self) -> None:
-        self.status = 0
-        self.headers: list[tuple[str, str]] = []
-        self.body: list[bytes] = []
-
-    def on_headers(self, status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
-        self.status, self.headers = status_code, headers
-
-    def on_body(self, chunk: bytes, **_: Any) -> None:
-        self.body.append(chunk)
-
-
 class CrtS3Client:
     """A boto3 S3 client (``client``) whose hot verbs go through awscrt: a drop-in for it
     where ``S3Store`` uses it (see the module's docstring). Any other attribute is
@@ -230,18 +245,18 @@ class CrtS3Client:
         self._lock = threading.Lock()
         connect = float(getattr(config, "connect_timeout", None) or 60)
         read = float(getattr(config, "read_timeout", None) or 60)
-        attempts = _attempts(config)
-        self._deadline = attempts * (connect + read) + BACKOFF_SLACK_SECONDS
+        if not hasattr(self._crt_s3, "S3RetryMode"):  # awscrt 0.38.0 cannot leave retries to _send
+            raise _Unsupported("awscrt's retries cannot be turned off")
+        self._retries = Retries(meta.service_model, _attempts(config))
+        self._attempt_seconds = attempt_seconds(connect, read)
+        self._sleep = time.sleep  # between attempts (a test's to replace)
         self._credentials = _Credentials(credentials, crt_auth.AwsCredentials)
         provider = crt_auth.AwsCredentialsProvider.new_delegate(self._credentials)
         signing = self._crt_s3.create_default_s3_signing_config(region=self._region, credential_provider=provider)
-        retries: dict[str, Any] = {"max_retries": max(attempts - 1, 1)}
-        if attempts <= 1 and hasattr(self._crt_s3, "S3RetryMode"):
-            retries = {"retry_mode": self._crt_s3.S3RetryMode.NONE}
         options: dict[str, Any] = {
             "region": self._region,
             "signing_config": signing,
-            "retry_config": self._crt_s3.S3RetryConfig(**retries),
+            "retry_config": self._crt_s3.S3RetryConfig(retry_mode=self._crt_s3.S3RetryMode.NONE),
             "connect_timeout_ms": max(int(connect * 1000), 1),
         }
         if parts.scheme == "http":
@@ -250,8 +265,13 @@ class CrtS3Client:
             options["tls_connection_options"] = _tls_options(client)
         self._crt = self._crt_s3.S3Client(**options)
         self._pid = os.getpid()  # awscrt's threads do not survive a fork: a child uses botocore
-        self._signed_payload = parts.scheme == "http"  # no TLS: sign each body, as botocore does
-        self._signing = signing
+        # No TLS: each body is signed, as botocore does. A config per body (made from these
+        # fields: awscrt's replace() costs three times as much); the empty body's kept.
+        self._empty_signing: Any = None
+        if parts.scheme == "http":
+            self._empty_signing = signing.replace(signed_body_value=hashlib.sha256(b"").hexdigest())
+            self._signing_fields = {name: getattr(signing, name) for name in _SIGNING_FIELDS}
+            self._signing_config = crt_auth.AwsSigningConfig
         self._probe = _Probe()
         meta.events.register_first("before-send.s3.HeadObject", self._probe, unique_id=f"s3memory-crt-{id(self)}")
 
@@ -265,8 +285,9 @@ class CrtS3Client:
 
     def add_request_observer(self, observer: Observer) -> None:
         """Call ``observer(operation, started, ended)`` (``time.perf_counter`` seconds) after
-        each request sent through awscrt, failed ones too: a hook for counting requests,
-        which botocore's events on ``meta.events`` no longer see for these verbs."""
+        each request sent through awscrt, failed ones too, once however many attempts it
+        took (as botocore's ``before-call``): a hook for counting requests, which botocore's
+        events on ``meta.events`` no longer see for these verbs."""
         with self._lock:
             self._observers = [*self._observers, observer]
 
@@ -279,7 +300,7 @@ class CrtS3Client:
             answer = self._send("HeadObject", "HEAD", route, kwargs["Key"], "", [], None)
         except _UseBoto3:
             return self._redirected("head_object", kwargs)
-        return _object_fields(answer, with_length=True)
+        return object_fields(answer, with_length=True)
 
     def get_object(self, **kwargs: Any) -> dict[str, Any]:
         route = self._route_for(kwargs, _GET_ARGS)
@@ -293,10 +314,10 @@ class CrtS3Client:
             return self._client.get_object(**kwargs)  # type: ignore[no-any-return]
         except _UseBoto3:
             return self._redirected("get_object", kwargs)
-        response = _object_fields(answer, with_length=answer.status != 206)
+        response = object_fields(answer, with_length=answer.status != 206)
         if answer.status == 206:  # the object's first part: its size is after the slash
             try:
-                total = int(_header(answer.headers, "content-range").rpartition("/")[2])
+                total = int(header_value(answer.headers, "content-range").rpartition("/")[2])
             except ValueError:  # no size ("*"): botocore reads it
                 total = GET_PART_BYTES + 1
             if total > GET_PART_BYTES:
@@ -323,8 +344,8 @@ class CrtS3Client:
             answer = self._send("PutObject", "PUT", route, kwargs["Key"], "", headers, bytes(body))
         except _UseBoto3:
             return self._redirected("put_object", kwargs)
-        response = _base_fields(answer)
-        _copy_headers(response, (("etag", "ETag"), ("x-amz-version-id", "VersionId")))
+        response = base_fields(answer)
+        copy_headers(response, (("etag", "ETag"), ("x-amz-version-id", "VersionId")))
         return response
 
     def copy_object(self, **kwargs: Any) -> dict[str, Any]:
@@ -347,18 +368,11 @@ class CrtS3Client:
             answer = self._send("CopyObject", "PUT", route, kwargs["Key"], "", headers, b"")
         except _UseBoto3:
             return self._redirected("copy_object", kwargs)
-        response = _base_fields(answer)
-        _copy_headers(
+        response = base_fields(answer)
+        copy_headers(
             response, (("x-amz-version-id", "VersionId"), ("x-amz-copy-source-version-id", "CopySourceVersionId"))
         )
-        result: dict[str, Any] = {}
-        for child in _xml(answer.body):
-            tag = _local(child.tag)
-            if tag == "LastModified" and child.text:
-                result[tag] = parse_timestamp(child.text)
-            elif tag in ("ETag", "ChecksumType") or tag.startswith("Checksum"):
-                result[tag] = child.text
-        response["CopyObjectResult"] = result
+        response["CopyObjectResult"] = copy_result(b"".join(answer.body))
         return response
 
     def list_objects_v2(self, **kwargs: Any) -> dict[str, Any]:
@@ -381,8 +395,8 @@ class CrtS3Client:
             answer = self._send("ListObjectsV2", "GET", route, "", query, [])
         except _UseBoto3:
             return self._redirected("list_objects_v2", kwargs)
-        response = _base_fields(answer)
-        response.update(_listing(_xml(answer.body)))
+        response = base_fields(answer)
+        response.update(listing(xml_root(answer.body)))
         return response
 
     def delete_objects(self, **kwargs: Any) -> dict[str, Any]:
@@ -410,13 +424,13 @@ class CrtS3Client:
             answer = self._send("DeleteObjects", "POST", route, "", "?delete", headers, body)
         except _UseBoto3:
             return self._redirected("delete_objects", kwargs)
-        response = _base_fields(answer)
+        response = base_fields(answer)
         deleted: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
-        for child in _xml(answer.body):
-            tag = _local(child.tag)
+        for child in xml_root(answer.body):
+            tag = local_name(child.tag)
             if tag in ("Deleted", "Error"):
-                entry: dict[str, Any] = {_local(field.tag): field.text for field in child}
+                entry: dict[str, Any] = {local_name(field.tag): field.text for field in child}
                 if "DeleteMarker" in entry:
                     entry["DeleteMarker"] = entry["DeleteMarker"] == "true"
                 (deleted if tag == "Deleted" else errors).append(entry)
@@ -493,27 +507,54 @@ class CrtS3Client:
         query: str,
         headers: list[tuple[str, str]],
         body: bytes | None = None,
-    ) -> _Exchange:
-        """Send one request and wait for its whole answer (awscrt retries transient failures
-        itself). A failure raises what botocore would raise for it."""
-        crt_http = self._crt_http
+    ) -> Exchange:
+        """Send one request and wait for its whole answer, attempt after attempt as botocore's
+        standard retry mode would (see :mod:`.crt_retry`). A failure raises what botocore
+        would raise for it."""
         headers = [("Host", route.host), *headers]
         if body is not None:
             headers.append(("Content-Length", str(len(body))))
         # The key quoted as botocore quotes it (only "/" and "~" kept); awscrt signs it as is.
         # A request on the bucket is "/bucket?..." (path style) or "/?..." as botocore's.
-        path = route.path + quote(key, safe="/~") if key else (route.path[:-1] or "/")
-        request = crt_http.HttpRequest(
-            method,
-            path + query,
-            crt_http.HttpHeaders(headers),
-            io.BytesIO(body) if body else None,
-        )
-        exchange = _Exchange()
+        path = (route.path + quote(key, safe="/~") if key else (route.path[:-1] or "/")) + query
+        signing = self._empty_signing
+        if signing is not None and body:
+            signing = self._signing_config(**self._signing_fields, signed_body_value=hashlib.sha256(body).hexdigest())
         started = time.perf_counter()
-        signing = None
-        if self._signed_payload:
-            signing = self._signing.replace(signed_body_value=hashlib.sha256(body or b"").hexdigest())
+        state: dict[str, Any] | None = None  # the request's retry quota, once it is retried
+        attempt = 1
+        try:
+            while True:
+                try:
+                    exchange = self._attempt(operation, method, path, headers, body, signing)
+                    break
+                except _Retryable as failure:
+                    state = {} if state is None else state
+                    delay = self._retries.delay(operation, attempt, failure.error, state)
+                    if delay is None:
+                        raise failure.error from None
+                self._sleep(delay)
+                attempt += 1
+        finally:
+            for observer in self._observers:
+                observer(operation, started, time.perf_counter())
+        exchange.retry = self._retries.answered(attempt, state)
+        return exchange
+
+    def _attempt(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+        signing: Any,
+    ) -> Exchange:
+        """One attempt of a request; a failure worth another is raised as ``_Retryable``."""
+        crt_http = self._crt_http
+        # A request of its own each time: awscrt signs it in place and reads its body.
+        request = crt_http.HttpRequest(method, path, crt_http.HttpHeaders(headers), io.BytesIO(body) if body else None)
+        exchange = Exchange()
         pending = self._crt.make_request(
             type=self._crt_s3.S3RequestType.DEFAULT,
             request=request,
@@ -523,22 +564,21 @@ class CrtS3Client:
             on_body=exchange.on_body,
         )
         try:
-            pending.finished_future.result(self._deadline)
-        except concurrent.futures.TimeoutError:  # no answer within every attempt's timeouts
+            pending.finished_future.result(self._attempt_seconds)
+        except concurrent.futures.TimeoutError:  # awscrt has no read timeout: this is it
             pending.cancel()
-            raise self._transport_error(_DEADLINE, None) from None
+            raise _Retryable(transport_error(TIMED_OUT, None, self._endpoint)) from None
         except self._crt_errors.AwsCrtError as exc:
             status = getattr(exc, "status_code", None)
             if status:
-                raise self._client_error(operation, status, exc.headers or [], exc.body) from None
-            if exc.name in _S3_FAILURES:  # e.g. a COPY answered 200 with an <Error>, retried in vain
+                raise _Retryable(self._client_error(operation, status, exc.headers or [], exc.body)) from None
+            if exc.name in _S3_FAILURES:  # e.g. a COPY answered 200 with an <Error>
                 code, status = _S3_FAILURES[exc.name]
                 text = f"<Error><Code>{code}</Code><Message>{escape(exc.message)}</Message></Error>"
-                raise self._client_error(operation, status, [], text.encode()) from None
-            raise self._transport_error(exc.name, exc) from None
-        finally:
-            for observer in self._observers:
-                observer(operation, started, time.perf_counter())
+                raise _Retryable(self._client_error(operation, status, [], text.encode())) from None
+            if "CREDENTIALS" in exc.name or exc.name.startswith("AWS_AUTH"):  # botocore: before sending, no retry
+                raise self._credentials.failed() from None
+            raise _Retryable(transport_error(exc.name, exc, self._endpoint)) from None
         return exchange
 
     def _client_error(
@@ -549,9 +589,9 @@ class CrtS3Client:
         follows to the bucket's region."""
         from botocore.exceptions import ClientError
 
-        response = _error_response(status, headers, body if operation != "HeadObject" else None)
+        response = error_response(status, headers, body if operation != "HeadObject" else None)
         code = str(response["Error"].get("Code") or "")
-        region = _header(headers, "x-amz-bucket-region")
+        region = header_value(headers, "x-amz-bucket-region")
         # As botocore's redirector: a 400 naming another region is one too (S3's answer to a
         # HEAD signed for the wrong region, which has no body to name the error).
         if 300 <= status < 400 or code in _REDIRECT_CODES or (status == 400 and region and region != self._region):
@@ -565,33 +605,17 @@ class CrtS3Client:
         error: Exception = cls(response, operation)
         return error
 
-    def _transport_error(self, name: str, exc: BaseException | None) -> Exception:
-        """What botocore raises for a failure to connect, a timeout or a broken connection,
-        naming the endpoint (``map_aws_error`` turns them into ``StorageUnavailableError``)."""
-        from botocore import exceptions as errors
-
-        if "CREDENTIALS" in name or name.startswith("AWS_AUTH"):
-            failure, self._credentials.failure = self._credentials.failure, None
-            return failure if isinstance(failure, Exception) else errors.NoCredentialsError()
-        kwargs: dict[str, Any] = {"endpoint_url": self._endpoint}
-        if name == _DEADLINE or ("TIMEOUT" in name and name != "AWS_IO_SOCKET_TIMEOUT"):
-            cls = errors.ReadTimeoutError
-        elif name == "AWS_IO_SOCKET_TIMEOUT":  # connecting timed out
-            cls = errors.ConnectTimeoutError
-        elif "TLS" in name or "SSL" in name:
-            cls, kwargs["error"] = errors.SSLError, exc
-        elif "DNS" in name or any(word in name for word in ("REFUSED", "NO_ROUTE", "NETWORK_DOWN", "UNREACHABLE")):
-            cls = errors.EndpointConnectionError
-        elif "CONNECTION" in name or "CLOSED" in name or name.startswith("AWS_IO_SOCKET"):
-            cls = errors.ConnectionClosedError
-        else:
-            cls, kwargs = errors.HTTPClientError, {"error": exc}
-        error: Exception = cls(**kwargs)
-        return error
-
 
 class _EmptyObject(Exception):
     """S3 refused the range of a GET: the object is empty (416)."""
+
+
+class _Retryable(Exception):
+    """An attempt's failure, ``error``, which botocore's retry policy may retry."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -623,9 +647,12 @@ def _attempts(config: Any) -> int:
 def _ascii_metadata(metadata: object) -> bool:
     """Whether ``metadata`` is what this client sends as botocore would: str to str, ASCII
     (botocore refuses anything else before sending; s3memory's own is base64 and JSON)."""
-    return isinstance(metadata, Mapping) and all(
-        isinstance(k, str) and isinstance(v, str) and k.isascii() and v.isascii() for k, v in metadata.items()
-    )
+    if not isinstance(metadata, Mapping):
+        return False
+    for name, value in metadata.items():
+        if not (isinstance(name, str) and isinstance(value, str) and name.isascii() and value.isascii()):
+            return False
+    return True
 
 
 def _proxied(scheme: str, host: str) -> bool:
@@ -637,20 +664,43 @@ def _proxied(scheme: str, host: str) -> bool:
     return scheme in proxies and not (callable(bypass) and bypass(host, proxies))
 
 
+_tls_lock = threading.Lock()
+_tls_contexts: dict[tuple[Any, ...], Any] = {}
+
+
 def _tls_options(client: Any) -> Any:
     """awscrt's TLS options matching botocore's ``verify``: a CA bundle of the client's,
-    or no verification if the client was built with ``verify=False``."""
+    or no verification if the client was built with ``verify=False``.
+
+    One ``ClientTlsContext`` per ``verify`` for the process: making one loads the trust
+    store, most of what wrapping a client costs. A CA path's key has its file's size and
+    time, so a bundle replaced on disk is read again, as a new botocore client would."""
     crt_io = importlib.import_module("awscrt.io")
     verify = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_verify", True)
-    options = crt_io.TlsContextOptions()
+    key: tuple[Any, ...]
     if verify is False:
-        options.verify_peer = False
+        key = (False,)
     elif isinstance(verify, str) and verify:
-        if os.path.isdir(verify):
-            options.override_default_trust_store_from_path(ca_dirpath=verify)
-        else:
-            options.override_default_trust_store_from_path(ca_filepath=verify)
-    return crt_io.ClientTlsContext(options).new_connection_options()
+        found = os.stat(verify)  # a missing bundle fails here, as botocore's would
+        key = (verify, found.st_mtime_ns, found.st_size)
+    else:
+        key = (True,)
+    with _tls_lock:
+        context = _tls_contexts.get(key)
+        if context is None:
+            options = crt_io.TlsContextOptions()
+            if verify is False:
+                options.verify_peer = False
+            elif key[0] is not True:
+                if os.path.isdir(verify):
+                    options.override_default_trust_store_from_path(ca_dirpath=verify)
+                else:
+                    options.override_default_trust_store_from_path(ca_filepath=verify)
+            context = crt_io.ClientTlsContext(options)
+            for stale in [k for k in _tls_contexts if k[0] == key[0]]:  # the bundle's former version
+                del _tls_contexts[stale]
+            _tls_contexts[key] = context
+    return context.new_connection_options()
 
 
 def _simple_delete(delete: object) -> bool:
@@ -670,157 +720,4 @@ def _crc32(body: bytes) -> str:
 
 
 def _metadata_headers(metadata: Mapping[str, str] | None) -> list[tuple[str, str]]:
-    return [(_META + name, value) for name, value in (metadata or {}).items()]
-
-
-def _header(headers: Sequence[tuple[str, str]], name: str) -> str:
-    for header, value in headers:
-        if header.lower() == name:
-            return value
-    return ""
-
-
-def _base_fields(answer: _Exchange) -> dict[str, Any]:
-    """``ResponseMetadata`` as botocore builds it (it cannot count awscrt's retries)."""
-    headers = {name.lower(): value for name, value in answer.headers}
-    metadata: dict[str, Any] = {}
-    if "x-amz-request-id" in headers:
-        metadata["RequestId"] = headers["x-amz-request-id"]
-        metadata["HostId"] = headers.get("x-amz-id-2", "")
-    elif "x-amzn-requestid" in headers:
-        metadata["RequestId"] = headers["x-amzn-requestid"]
-    metadata.update(HTTPStatusCode=answer.status, HTTPHeaders=headers, RetryAttempts=0)
-    return {"ResponseMetadata": metadata}
-
-
-_OBJECT_HEADERS = (
-    ("accept-ranges", "AcceptRanges"),
-    ("etag", "ETag"),
-    ("content-type", "ContentType"),
-    ("cache-control", "CacheControl"),
-    ("content-encoding", "ContentEncoding"),
-    ("content-disposition", "ContentDisposition"),
-    ("content-language", "ContentLanguage"),
-    ("x-amz-version-id", "VersionId"),
-    ("x-amz-storage-class", "StorageClass"),
-    ("x-amz-server-side-encryption", "ServerSideEncryption"),
-)
-
-
-def _object_fields(answer: _Exchange, *, with_length: bool) -> dict[str, Any]:
-    """The fields of a HEAD or GET answer, from its headers, as botocore parses them."""
-    response = _base_fields(answer)
-    headers = response["ResponseMetadata"]["HTTPHeaders"]
-    for header, field in _OBJECT_HEADERS:
-        if header in headers:
-            response[field] = headers[header]
-    if with_length and "content-length" in headers:
-        response["ContentLength"] = int(headers["content-length"])
-    if "last-modified" in headers:
-        response["LastModified"] = parse_timestamp(headers["last-modified"])
-    if headers.get("x-amz-delete-marker") == "true":
-        response["DeleteMarker"] = True
-    # Named as sent (botocore keeps the name's case after the prefix).
-    response["Metadata"] = {
-        name[len(_META) :]: value for name, value in answer.headers if name.lower().startswith(_META)
-    }
-    return response
-
-
-def _copy_headers(response: dict[str, Any], fields: Sequence[tuple[str, str]]) -> None:
-    """Copy the headers named in ``fields`` into ``response`` under botocore's names."""
-    headers = response["ResponseMetadata"]["HTTPHeaders"]
-    for header, field in fields:
-        if header in headers:
-            response[field] = headers[header]
-
-
-def _local(tag: str) -> str:
-    return tag.rpartition("}")[2]
-
-
-def _xml(body: list[bytes]) -> ET.Element:
-    """The root of an XML answer (an empty element for an empty body)."""
-    data = b"".join(body)
-    if not data.strip():
-        return ET.Element("")
-    try:
-        return ET.fromstring(data)
-    except ET.ParseError as exc:
-        from botocore.parsers import ResponseParserError
-
-        raise ResponseParserError(f"Unable to parse response ({exc}), invalid XML received") from None
-
-
-def _listing(root: ET.Element) -> dict[str, Any]:
-    """A ``ListBucketResult`` as botocore's ``list_objects_v2`` answers it (keys decoded
-    from ``encoding-type=url``)."""
-    out: dict[str, Any] = {}
-    contents: list[dict[str, Any]] = []
-    prefixes: list[dict[str, Any]] = []
-    for child in root:
-        tag = _local(child.tag)
-        if tag == "Contents":
-            item: dict[str, Any] = {}
-            for field in child:
-                name, text = _local(field.tag), field.text or ""
-                if name == "Size":
-                    item[name] = int(text)
-                elif name == "LastModified":
-                    item[name] = parse_timestamp(text)
-                elif name == "ChecksumAlgorithm":
-                    item.setdefault(name, []).append(text)
-                elif name in ("Key", "ETag", "StorageClass", "ChecksumType"):
-                    item[name] = text
-            contents.append(item)
-        elif tag == "CommonPrefixes":
-            prefixes.append({_local(field.tag): field.text or "" for field in child})
-        elif tag in ("MaxKeys", "KeyCount"):
-            out[tag] = int(child.text or 0)
-        elif tag == "IsTruncated":
-            out[tag] = child.text == "true"
-        elif tag in ("Name", "Prefix", "Delimiter", "EncodingType", "ContinuationToken", "NextContinuationToken"):
-            out[tag] = child.text or ""
-        elif tag == "StartAfter":
-            out[tag] = child.text or ""
-    if out.get("EncodingType") == "url":
-        for name in ("Delimiter", "Prefix", "StartAfter"):
-            if name in out:
-                out[name] = unquote_plus(out[name])
-        for item in contents:
-            item["Key"] = unquote_plus(item["Key"])
-        for item in prefixes:
-            if "Prefix" in item:
-                item["Prefix"] = unquote_plus(item["Prefix"])
-    if contents:
-        out["Contents"] = contents
-    if prefixes:
-        out["CommonPrefixes"] = prefixes
-    return out
-
-
-def _error_response(status: int, headers: list[tuple[str, str]], body: bytes | None) -> dict[str, Any]:
-    """The ``response`` of botocore's ``ClientError`` for an S3 refusal: the ``<Error>``
-    element of the body, or, without one (a HEAD), the status as the code."""
-    lowered = {name.lower(): value for name, value in headers}
-    metadata: dict[str, Any] = {}
-    error: dict[str, Any] | None = None
-    if body:
-        try:
-            root = ET.fromstring(body)
-        except ET.ParseError:
-            root = None
-        if root is not None and _local(root.tag) == "Error":
-            error = {_local(child.tag): child.text for child in root}
-            error.pop("RequestId", None)
-            error.pop("HostId", None)
-            if "x-amzn-requestid" in lowered:
-                metadata["RequestId"] = lowered["x-amzn-requestid"]
-            elif "x-amz-request-id" in lowered:
-                metadata["RequestId"] = lowered["x-amz-request-id"]
-                metadata["HostId"] = lowered.get("x-amz-id-2", "")
-    if error is None:
-        error = {"Code": str(status), "Message": http.client.responses.get(status, "")}
-        metadata = {"RequestId": lowered.get("x-amz-request-id", ""), "HostId": lowered.get("x-amz-id-2", "")}
-    metadata.update(HTTPStatusCode=status, HTTPHeaders=lowered, RetryAttempts=0)
-    return {"Error": error, "ResponseMetadata": metadata}
+    return [(META + name, value) for name, value in (metadata or {}).items()]

@@ -7,8 +7,8 @@ on a real port (one request at a time, as real S3 requests are atomic), against 
 when one runs (``S3MEMORY_TEST_S3_ENDPOINT``), and against a small server of canned answers
 for what moto does not do (per-key ETag conditions of DeleteObjects, 403, a 412 on COPY).
 
-Over 400 lines because the client's parity with botocore is checked verb by verb and error
-by error here, next to the servers those checks need.
+Over 400 lines because the client's parity with botocore is checked verb by verb, error by
+error and retry by retry here, next to the servers those checks need.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from s3memory import (
     StorageUnavailableError,
     open_memory,
 )
-from s3memory._aws.clients import new_client
+from s3memory._aws.clients import new_client, tuned_session
 from s3memory._aws.errors import map_aws_error
 from s3memory._crypto.cache import process_key_cache
 from s3memory.testing import ObjectStoreContract, use_fake_aws_credentials
@@ -502,6 +502,31 @@ def test_a_copy_whose_source_changed_is_a_lost_race(canned: _Canned) -> None:
         S3Store("bkt", crt).copy("t/a", "t/b", metadata={})
 
 
+@pytest.mark.parametrize(
+    "result",
+    [
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<CopyObjectResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<LastModified>2026-11-28T07:48:28.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag>"
+        b"<ChecksumCRC32>AAAAAA==</ChecksumCRC32><ChecksumType>FULL_OBJECT</ChecksumType></CopyObjectResult>",
+        b'<CopyObjectResult>\n  <ETag>"a&amp;b"</ETag>\n  <LastModified>2026-11-28T07:48:28Z</LastModified>\n'
+        b"</CopyObjectResult>",
+        b"<CopyObjectResult><ETag>&#34;abc&#34;</ETag></CopyObjectResult>",  # a character reference
+        b'<CopyObjectResult><ETag><![CDATA["abc"]]></ETag></CopyObjectResult>',
+        b'<s3:CopyObjectResult xmlns:s3="http://s3.amazonaws.com/doc/2006-03-01/"><s3:ETag>"p"</s3:ETag>'
+        b"</s3:CopyObjectResult>",
+        b"<CopyObjectResult><LastModified>2026-11-28T07:48:28.000Z</LastModified></CopyObjectResult>",
+    ],
+    ids=["s3", "entities", "character-reference", "cdata", "prefixed", "no-etag"],
+)
+def test_a_copys_answer_is_read_as_botocore_reads_it(canned: _Canned, result: bytes) -> None:
+    """S3's usual answer is read without an XML parser; any other goes to one."""
+    boto, crt = _canned_clients(canned)
+    canned.reply = lambda method, path: (200, {"Content-Type": "application/xml"}, result)
+    copy = lambda c: c.copy_object(Bucket="bkt", Key="t/b", CopySource={"Bucket": "bkt", "Key": "t/a"})  # noqa: E731
+    boto_answer, crt_answer = _both(copy, boto, crt)
+    assert crt_answer == boto_answer and "CopyObjectResult" in crt_answer
+
+
 def test_requests_are_those_botocore_sends(canned: _Canned) -> None:
     """The same paths, query parameters and headers S3 reads, for keys S3 is strict about."""
     boto, crt = _canned_clients(canned)
@@ -531,19 +556,203 @@ def test_requests_are_those_botocore_sends(canned: _Canned) -> None:
         assert crt_headers["x-amz-security-token"] == "testing"  # the session token of the environment
 
 
+# -- retries, as botocore's standard mode makes them ----------------------------------------------
+_INTERNAL = b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
+
+
+def _retry_metadata(response: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = response["ResponseMetadata"]
+    return {name: metadata[name] for name in ("RetryAttempts", "MaxAttemptsReached") if name in metadata}
+
+
+def _sleeps(crt: CrtS3Client) -> list[float]:
+    """The backoffs ``crt`` takes between attempts, kept instead of slept."""
+    slept: list[float] = []
+    crt._sleep = slept.append  # type: ignore[method-assign]
+    return slept
+
+
+def _attempts_of(
+    call: Callable[[Any], Any], answers: list[tuple[int, dict[str, str], bytes]], server: _Canned, client: Any
+) -> tuple[int, Any]:
+    """How many requests ``call`` on ``client`` sent to ``server``, which gives ``answers``
+    in turn (the last one again and again), and its answer or error."""
+    replies = iter(answers)
+    last = answers[-1]
+    server.reply = lambda method, path: next(replies, last)
+    server.requests.clear()
+    try:
+        outcome = call(client)
+    except Exception as exc:
+        outcome = exc
+    return len(server.requests), outcome
+
+
 def test_transient_failures_are_retried_as_botocore_retries_them(canned: _Canned) -> None:
-    """Three attempts (the standard mode's), each with the whole body."""
-    _, crt = _canned_clients(canned)
-    failure = b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
-    answers = iter([(500, {}, failure), (503, {}, failure), (200, {"ETag": '"e"'}, b"")])
-    canned.reply = lambda method, path: next(answers)
-    assert crt.put_object(Bucket="bkt", Key="t/k", Body=b"body" * 100, Metadata={"a": "1"})["ETag"] == '"e"'
+    """Three attempts (the standard mode's), each with the whole body, and the answer's
+    ResponseMetadata counting them as botocore's does; observers see one request."""
+    boto, crt = _canned_clients(canned)
+    slept = _sleeps(crt)
+    seen: list[str] = []
+    crt.add_request_observer(lambda operation, *_: seen.append(operation))
+    answers = [(500, {}, _INTERNAL), (503, {}, _INTERNAL), (200, {"ETag": '"e"'}, b"")]
+    put = lambda c: c.put_object(Bucket="bkt", Key="t/k", Body=b"body" * 100, Metadata={"a": "1"})  # noqa: E731
+    boto_sent, boto_answer = _attempts_of(put, answers, canned, boto)
+    crt_sent, crt_answer = _attempts_of(put, answers, canned, crt)
+    assert crt_sent == boto_sent == 3 and crt_answer["ETag"] == '"e"'
     assert [(method, body) for method, _, _, body in canned.requests] == [("PUT", b"body" * 100)] * 3
+    assert (
+        _retry_metadata(crt_answer) == _retry_metadata(boto_answer) == {"RetryAttempts": 2, "MaxAttemptsReached": True}
+    )
+    assert seen == ["PutObject"] and len(slept) == 2
+    # Every attempt failed: botocore's error, counted as botocore counts it. (awscrt
+    # reports any 5xx but a 503 as a 500, and a 503 as SlowDown, without the answer.)
+    head = lambda c: c.head_object(Bucket="bkt", Key="t/k")  # noqa: E731
+    (boto_sent, boto_error), (crt_sent, crt_error) = (
+        _attempts_of(head, [(500, {}, b"")], canned, c) for c in (boto, crt)
+    )
+    assert crt_sent == boto_sent == 3
+    assert crt_error.response["Error"] == boto_error.response["Error"]
+    assert _retry_metadata(crt_error.response) == _retry_metadata(boto_error.response)
+    canned.reply = lambda method, path: (500, {}, _INTERNAL)
     canned.requests.clear()
-    canned.reply = lambda method, path: (500, {}, failure)
     with pytest.raises(StorageUnavailableError, match="internal error"):
         S3Store("bkt", crt).put("t/k", b"x", {})
     assert len(canned.requests) == 3
+
+
+def test_throttling_is_retried_with_a_throttling_backoff(canned: _Canned) -> None:
+    """429, SlowDown, Throttling (awscrt's own retries left 429 and Throttling alone) and
+    S3's RequestTimeout are retried, after botocore's backoff (full jitter, at most 20 s)."""
+    _, crt = _canned_clients(canned)
+    slept = _sleeps(crt)
+    throttled = [
+        (429, {}, b""),
+        (503, {}, b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"),
+        (400, {}, b"<Error><Code>Throttling</Code><Message>Rate exceeded</Message></Error>"),
+        (400, {}, b"<Error><Code>RequestTimeout</Code><Message>Idle too long</Message></Error>"),
+    ]
+    get = lambda c: c.get_object(Bucket="bkt", Key="t/k")  # noqa: E731
+    for answer in throttled:
+        sent, outcome = _attempts_of(get, [answer, (200, {"ETag": '"e"'}, b"x")], canned, crt)
+        assert sent == 2 and outcome["Body"].read() == b"x", answer
+    assert len(slept) == 4 and all(0 <= delay <= 20 for delay in slept)
+
+
+@pytest.mark.slow  # botocore's own backoff after throttling: up to a second per retry
+def test_throttling_is_retried_as_botocore_retries_it(canned: _Canned) -> None:
+    boto, crt = _canned_clients(canned)
+    _sleeps(crt)
+    head = lambda c: c.head_object(Bucket="bkt", Key="t/k")  # noqa: E731
+    for answers in ([(429, {}, b"")], [(429, {}, b""), (200, {}, b"")], [(503, {"x-amz-retry-after": "10"}, b"")]):
+        (boto_sent, boto_outcome), (crt_sent, crt_outcome) = (
+            _attempts_of(head, answers, canned, c) for c in (boto, crt)
+        )
+        assert crt_sent == boto_sent
+        boto_response = getattr(boto_outcome, "response", boto_outcome)
+        crt_response = getattr(crt_outcome, "response", crt_outcome)
+        assert _retry_metadata(crt_response) == _retry_metadata(boto_response)
+
+
+def test_a_refusal_is_not_retried(canned: _Canned) -> None:
+    boto, crt = _canned_clients(canned)
+    slept = _sleeps(crt)
+    refusals = [
+        (400, {}, b"<Error><Code>InvalidArgument</Code><Message>No.</Message></Error>"),
+        (403, {}, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"),
+        (404, {}, b"<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>"),
+        (409, {}, b"<Error><Code>ConditionalRequestConflict</Code><Message>Conflict.</Message></Error>"),
+        (412, {}, b"<Error><Code>PreconditionFailed</Code><Message>No.</Message></Error>"),
+        (501, {}, b"<Error><Code>NotImplemented</Code><Message>No.</Message></Error>"),
+    ]
+    put = lambda c: c.put_object(Bucket="bkt", Key="t/k", Body=b"x", IfNoneMatch="*")  # noqa: E731
+    for answer in refusals:
+        (boto_sent, boto_error), (crt_sent, crt_error) = (_attempts_of(put, [answer], canned, c) for c in (boto, crt))
+        assert crt_sent == boto_sent == 1, answer
+        assert crt_error.response["Error"] == boto_error.response["Error"]
+        assert _retry_metadata(crt_error.response) == _retry_metadata(boto_error.response) == {"RetryAttempts": 0}
+    assert slept == []
+
+
+# awscrt reports the exception of its credentials callback as unraisable, then fails the request.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_failure_to_get_credentials_is_not_retried(canned: _Canned) -> None:
+    """botocore signs before its first attempt: a failure to get credentials is raised at
+    once, nothing sent."""
+    from botocore.exceptions import CredentialRetrievalError
+
+    _, crt = _canned_clients(canned)
+    asked: list[int] = []
+
+    class Expired:
+        def get_frozen_credentials(self) -> Any:
+            asked.append(1)
+            raise CredentialRetrievalError(provider="sso", error_msg="the SSO session has expired")
+
+    crt._credentials._credentials = Expired()
+    with pytest.raises(CredentialRetrievalError, match="expired"):
+        crt.head_object(Bucket="bkt", Key="t/k")
+    assert canned.requests == [] and len(asked) == 1
+
+
+@pytest.mark.parametrize(
+    ("environment", "retries", "expected"),
+    [
+        ({"AWS_MAX_ATTEMPTS": "1"}, None, 1),
+        ({"AWS_MAX_ATTEMPTS": "5"}, None, 5),
+        ({}, {"mode": "standard", "total_max_attempts": 2}, 2),
+        ({}, {"mode": "standard", "max_attempts": 3}, 4),  # retries, not attempts
+    ],
+)
+def test_the_clients_attempts_are_honoured(
+    canned: _Canned,
+    monkeypatch: pytest.MonkeyPatch,
+    environment: dict[str, str],
+    retries: dict[str, Any] | None,
+    expected: int,
+) -> None:
+    from botocore.config import Config
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    endpoint = f"http://127.0.0.1:{canned.server_port}"
+    if retries is None:
+        boto = new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=2)
+    else:
+        boto = tuned_session().create_client(
+            "s3", region_name=REGION, endpoint_url=endpoint, config=Config(retries=retries)
+        )
+    crt = CrtS3Client(boto)
+    slept = _sleeps(crt)
+    head = lambda c: c.head_object(Bucket="bkt", Key="t/k")  # noqa: E731
+    (boto_sent, boto_error), (crt_sent, crt_error) = (
+        _attempts_of(head, [(503, {}, b"")], canned, c) for c in (boto, crt)
+    )
+    assert crt_sent == boto_sent == expected
+    assert len(slept) == expected - 1
+    assert _retry_metadata(crt_error.response) == _retry_metadata(boto_error.response)
+    assert _retry_metadata(crt_error.response) == {"RetryAttempts": expected - 1, "MaxAttemptsReached": True}
+
+
+@pytest.mark.slow  # 60 failing requests to each client
+def test_retries_stop_when_the_clients_retry_quota_is_spent(canned: _Canned) -> None:
+    """botocore's circuit breaker: a client whose requests keep failing stops retrying."""
+    boto, crt = _canned_clients(canned)
+    _sleeps(crt)
+    head = lambda c: c.head_object(Bucket="bkt", Key="t/k")  # noqa: E731
+    for client in (boto, crt):
+        client.sent = [_attempts_of(head, [(500, {}, b"")], canned, client)[0] for _ in range(60)]
+    assert crt.sent == boto.sent and crt.sent[-1] == 1  # no retry left
+
+
+def test_an_attempts_bound_is_the_larger_timeout() -> None:
+    """awscrt answers whole: an attempt cannot tell connecting from waiting, so it may take
+    the larger of the two timeouts (and awscrt's connect timeout fails first)."""
+    from s3memory._aws.crt_retry import CONNECT_SLACK_SECONDS, attempt_seconds
+
+    assert attempt_seconds(5, 5) == 5 + CONNECT_SLACK_SECONDS
+    assert attempt_seconds(1, 30) == 30
+    assert attempt_seconds(60, 5) == 60 + CONNECT_SLACK_SECONDS
 
 
 def test_a_redirect_is_left_to_botocore(canned: _Canned) -> None:
@@ -581,16 +790,89 @@ def test_a_refused_connection_is_storage_unavailable(fake_aws: None) -> None:
             call()
 
 
-@pytest.mark.slow  # waits for a timeout
-def test_a_server_that_never_answers_is_storage_unavailable(fake_aws: None) -> None:
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen(16)  # connections are accepted by the kernel, never answered
-        port = silent.getsockname()[1]
-        client = new_client("s3", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}", timeout=0.1)
-        store = S3Store("bkt", fast_client(client))
-        with pytest.raises(StorageUnavailableError, match=f"had no answer from http://127.0.0.1:{port}"):
-            store.head("t/k")
+class _Silent:
+    """A server that accepts connections, reads requests and never answers; counts them."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.requests = 0
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            self.connections.append(connection)
+            threading.Thread(target=self._read, args=(connection,), daemon=True).start()
+
+    def _read(self, connection: socket.socket) -> None:
+        pending = b""
+        while data := _recv(connection):
+            pending += data
+            while b"\r\n\r\n" in pending:  # the end of a request's head (a HEAD has no body)
+                pending = pending.partition(b"\r\n\r\n")[2]
+                self.requests += 1
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def _recv(connection: socket.socket) -> bytes:
+    try:
+        return connection.recv(65536)
+    except OSError:
+        return b""
+
+
+@pytest.fixture
+def silent(fake_aws: None) -> Iterator[_Silent]:
+    server = _Silent()
+    yield server
+    server.close()
+
+
+def test_a_server_that_never_answers_is_retried_as_botocore_retries_it(silent: _Silent) -> None:
+    """Each attempt waits for its own timeout (awscrt's client waited, without retrying,
+    for every attempt's timeouts and more), and is counted as botocore counts its own."""
+    endpoint = f"http://127.0.0.1:{silent.port}"
+    boto = new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=0.2)
+    crt = fast_client(new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=0.2))
+    assert isinstance(crt, CrtS3Client)
+    sent = []
+    for client in (boto, crt):
+        silent.requests = 0
+        with pytest.raises(
+            StorageUnavailableError, match=f"had no answer from {endpoint} within 0.2 s after 3 attempts"
+        ):
+            S3Store("bkt", client).head("t/k")
+        sent.append(silent.requests)
+    assert sent == [3, 3]
+
+
+@pytest.mark.slow  # timed: about 1.6 s per client
+def test_a_server_that_never_answers_fails_as_soon_with_either_client(silent: _Silent) -> None:
+    import time
+
+    from s3memory._aws.crt_retry import CONNECT_SLACK_SECONDS
+
+    endpoint = f"http://127.0.0.1:{silent.port}"
+    boto = new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=0.5)
+    took = []
+    for client in (boto, fast_client(new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=0.5))):
+        started = time.perf_counter()
+        with pytest.raises(StorageUnavailableError):
+            S3Store("bkt", client).head("t/k")
+        took.append(time.perf_counter() - started)
+    assert min(took) >= 3 * 0.5  # each of the 3 attempts waited for its timeout
+    # Its attempts' timeouts and botocore's backoff after a timeout (under 0.05 + 0.1 s),
+    # with a loaded machine's margin; awscrt's own retries took 3 x (0.5 + 0.5) + 3 = 6 s.
+    assert took[1] < 3 * (0.5 + CONNECT_SLACK_SECONDS) + 0.15 + 1.5
 
 
 # -- the memory through it -------------------------------------------------------------------------
@@ -780,6 +1062,32 @@ def test_tls_takes_aws_ca_bundle_and_verify_false_as_botocore_does(
     bundled = fast_client(new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=2))
     assert isinstance(bundled, CrtS3Client) and S3Store("bkt", bundled).head("t/k") is not None
     assert len(server.requests) == 2
+
+
+def test_a_tls_context_is_made_once_per_verify(tls_server: tuple[_Canned, str]) -> None:
+    """Loading a trust store is most of a wrap's cost: each ``verify`` loads it once per
+    process, and again only when its CA file changed on disk."""
+    server, ca_file = tls_server
+    endpoint = f"https://127.0.0.1:{server.server_port}"
+
+    def wrapped() -> CrtS3Client:
+        client = fast_client(
+            tuned_session().create_client("s3", region_name=REGION, endpoint_url=endpoint, verify=ca_file)
+        )
+        assert isinstance(client, CrtS3Client) and S3Store("bkt", client).head("t/k") is not None
+        return client
+
+    def contexts() -> list[Any]:
+        return [context for key, context in _s3crt._tls_contexts.items() if key[0] == ca_file]
+
+    wrapped()
+    first = contexts()
+    wrapped()
+    assert contexts() == first and len(first) == 1
+    with open(ca_file, "a") as bundle:  # replaced on disk: read again, the old one dropped
+        bundle.write("\n")
+    wrapped()
+    assert len(contexts()) == 1 and contexts()[0] is not first[0]
 
 
 # -- what stays botocore's (review findings) -----------------------------------------------------
