@@ -18,11 +18,19 @@ invocation for another user's prefix or KMS encryption context (see s3memory._ad
 policies/). The scoped clients are cached per user for 10 minutes (the credentials last
 15), so a warm container calls STS once per user per 10 minutes.
 
-Everything at module scope survives between invocations of a warm container: the boto3
-clients, the scoped clients, and the ``KeyCache`` holding each user's unwrapped tenant key
-for 15 minutes (shared by all users' tools: its entries are keyed by tenant), so a warm
-invocation makes zero KMS calls. Context editing clears old tool results as the
-conversation grows, but never the memory tool's: what Claude saved stays reachable.
+Everything at module scope survives between invocations of a warm container: the AWS
+clients, the scoped clients, the Messages API client, and the ``KeyCache`` holding each
+user's unwrapped tenant key for 15 minutes (shared by all users' tools: its entries are keyed
+by tenant), so a warm invocation makes zero KMS calls. The S3 and KMS clients are
+s3memory's (``s3memory.s3_client``, ``kms_client``): S3's hot requests go through awscrt,
+which the package installs (s3memory's ``fast`` extra). Context editing clears old tool
+results as the conversation grows, but never the memory tool's: what Claude saved stays
+reachable.
+
+A cold start pays only for what the request uses: ``import handler`` loads s3memory's core,
+Powertools and botocore's exceptions; each client is made on first use; the Anthropic SDK
+(most of a cold start's imports) is imported on the first model call, after the identity and
+body checks, so a refused request never loads it.
 
 Requests: ``POST`` a JSON object with ``prompt`` (a non-empty string) or ``messages`` (a
 Messages API conversation ending with a user turn). Answers: ``200 {"reply": text}``, or
@@ -52,14 +60,12 @@ import os
 import time
 import traceback
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent, APIGatewayProxyEventV2
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as AWSConnectionError
 
@@ -68,28 +74,27 @@ from s3memory import (
     KeyCache,
     Mount,
     S3MemoryError,
-    S3MemoryTool,
     assume_role_request,
+    kms_client,
     memory_stores_prompt,
     open_memory,
+    s3_client,
     user_id_for_subject,
 )
+
+if TYPE_CHECKING:  # its module imports the Anthropic SDK, which memory_tool_for loads on first use
+    from s3memory import S3MemoryTool
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "s3memory-agent"))
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "s3memory"))
 
 # Seconds, not botocore's 60 s defaults: a request to S3, KMS or STS takes milliseconds, and
 # one that hangs must fail (after 3 attempts) well inside the function's 30 s.
-CONFIG = Config(
-    connect_timeout=2,
-    read_timeout=5,
-    retries={"mode": "standard", "total_max_attempts": 3},
-    max_pool_connections=32,
-)
-S3 = boto3.client("s3", config=CONFIG)  # the function's own credentials: only without MEMORY_ROLE_ARN
-KMS = boto3.client("kms", config=CONFIG)
-STS = boto3.client("sts", config=CONFIG)
-SECRETS = boto3.client("secretsmanager", config=CONFIG)
+CONNECT_SECONDS, READ_SECONDS, MAX_ATTEMPTS = 2, 5, 3
+# The AWS clients, each made on first use and kept for the container's life.
+_OWN: tuple[Any, Any] | None = None  # S3 and KMS with the function's own credentials
+_STS: Any = None
+_SECRETS: Any = None
 KEYS = KeyCache(ttl_seconds=900)
 SESSION_SECONDS = 900  # what each assumed session lasts
 SCOPED_TTL_SECONDS = 600  # reuse a session this long: an invocation (timeout 30 s) never outlives it
@@ -133,24 +138,63 @@ class Refusal(Exception):
         self.status, self.code, self.message, self.details = status, code, message, details
 
 
+def own_clients() -> tuple[Any, Any]:
+    """S3 and KMS clients with the function's own credentials, for a run without
+    MEMORY_ROLE_ARN (a local one): s3memory's, whose timeouts and retries are those above."""
+    global _OWN
+    if _OWN is None:
+        timeouts = {"connect_timeout": CONNECT_SECONDS, "timeout": READ_SECONDS}
+        _OWN = s3_client(**timeouts), kms_client(**timeouts)
+    return _OWN
+
+
+def sts() -> Any:
+    """The STS client: boto3 is imported on the first AssumeRole, not at init."""
+    global _STS
+    if _STS is None:
+        _STS = boto3_client("sts")
+    return _STS
+
+
+def secrets() -> Any:
+    """The Secrets Manager client, made on the first secret read."""
+    global _SECRETS
+    if _SECRETS is None:
+        _SECRETS = boto3_client("secretsmanager")
+    return _SECRETS
+
+
+def boto3_client(service: str) -> Any:
+    """A boto3 client with the timeouts and retries above."""
+    import boto3
+    from botocore.config import Config
+
+    retries = {"mode": "standard", "total_max_attempts": MAX_ATTEMPTS}
+    return boto3.client(
+        service, config=Config(connect_timeout=CONNECT_SECONDS, read_timeout=READ_SECONDS, retries=retries)
+    )
+
+
 def clients_for(user_id: str) -> tuple[Any, Any]:
     """S3 and KMS clients whose every request AWS authorises as ``user_id`` only."""
     role_arn = os.environ.get("MEMORY_ROLE_ARN")
     if not role_arn:
-        return S3, KMS
+        return own_clients()
     now = time.monotonic()
     cached = _SCOPED.get(user_id)
     if cached is not None and cached[0] > now:
         _SCOPED.move_to_end(user_id)
         return cached[1], cached[2]
     request = assume_role_request(role_arn=role_arn, user_id=user_id, duration_seconds=SESSION_SECONDS)
-    credentials = STS.assume_role(**request)["Credentials"]
+    credentials = sts().assume_role(**request)["Credentials"]
     session = {
         "aws_access_key_id": credentials["AccessKeyId"],
         "aws_secret_access_key": credentials["SecretAccessKey"],
         "aws_session_token": credentials["SessionToken"],
+        "connect_timeout": CONNECT_SECONDS,
+        "timeout": READ_SECONDS,
     }
-    s3, kms = boto3.client("s3", config=CONFIG, **session), boto3.client("kms", config=CONFIG, **session)
+    s3, kms = s3_client(**session), kms_client(**session)  # with credentials: new clients, not shared
     _SCOPED[user_id] = (now + SCOPED_TTL_SECONDS, s3, kms)
     _SCOPED.move_to_end(user_id)
     while len(_SCOPED) > MAX_SCOPED_USERS:
@@ -178,7 +222,8 @@ def shared_stores() -> list[Mount]:
 
 
 def memory_tool_for(user_id: str) -> S3MemoryTool:
-    """Cheap to build: no request until the first command; keys come from the shared cache."""
+    """Cheap to build: no request until the first command; keys come from the shared cache.
+    The first call imports the Anthropic SDK, on which the tool is built."""
     s3, kms = clients_for(user_id)
     memory = open_memory(
         bucket=os.environ["MEMORY_BUCKET"],
@@ -190,6 +235,8 @@ def memory_tool_for(user_id: str) -> S3MemoryTool:
         track_access=True,  # one PUT per file per day, so `s3memory expire` can find unused memories
         mounts=shared_stores(),
     )
+    from s3memory import S3MemoryTool
+
     return S3MemoryTool(memory=memory)
 
 
@@ -200,7 +247,7 @@ def anthropic_client() -> Any:
 
         api_key = os.environ.get("ANTHROPIC_API_KEY")
         if not api_key and os.environ.get("ANTHROPIC_API_KEY_SECRET_ARN"):
-            api_key = SECRETS.get_secret_value(SecretId=os.environ["ANTHROPIC_API_KEY_SECRET_ARN"])["SecretString"]
+            api_key = secrets().get_secret_value(SecretId=os.environ["ANTHROPIC_API_KEY_SECRET_ARN"])["SecretString"]
         _ANTHROPIC = Anthropic(
             api_key=api_key,
             http_client=model_http_client(),
@@ -243,7 +290,7 @@ def subject_key() -> bytes | None:
     if not _SUBJECT_KEY_LOADED:
         arn = os.environ.get("S3MEMORY_SUBJECT_KEY_SECRET_ARN")
         if arn:
-            secret = SECRETS.get_secret_value(SecretId=arn)
+            secret = secrets().get_secret_value(SecretId=arn)
             text = secret.get("SecretString")
             _SUBJECT_KEY = text.encode() if text is not None else bytes(secret["SecretBinary"])
         _SUBJECT_KEY_LOADED = True

@@ -182,7 +182,7 @@ def record_assume_role(handler: ModuleType) -> list[dict[str, Any]]:
     def record(params: dict[str, Any], **_: Any) -> None:
         calls.append(dict(params))
 
-    handler.STS.meta.events.register("before-parameter-build.sts.AssumeRole", record)
+    handler.sts().meta.events.register("before-parameter-build.sts.AssumeRole", record)
     return calls
 
 
@@ -572,7 +572,7 @@ def test_memory_role_failures_are_503_when_they_may_pass(
     def assume_role(**_: Any) -> Any:
         raise error()
 
-    monkeypatch.setattr(lam.handler.STS, "assume_role", assume_role)
+    monkeypatch.setattr(lam.handler.sts(), "assume_role", assume_role)
     refusal(status, code)(lam.invoke(v2_event(CLAIMS, GOOD_BODY)))
     assert lam.api.requests == []
     assert assert_logged_once(lam, code, status)["dependency"] == "the memory role"
@@ -598,7 +598,7 @@ def test_a_throttled_subject_key_secret_is_503(
     def get_secret_value(**_: Any) -> Any:
         raise throttled()
 
-    monkeypatch.setattr(lam.handler.SECRETS, "get_secret_value", get_secret_value)
+    monkeypatch.setattr(lam.handler.secrets(), "get_secret_value", get_secret_value)
     refusal(503, "memory_unavailable")(lam.invoke(v2_event(CLAIMS, GOOD_BODY)))
     assert lam.keys() == [] and lam.api.requests == []
     assert_logged_once(lam, "memory_unavailable", 503)
@@ -659,13 +659,18 @@ def test_each_request_emits_one_metric_by_outcome(
 def test_clients_have_lambda_sized_timeouts(
     make_lambda: Callable[..., Lambda], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each client is made on first use, then kept: the function's own S3 and KMS clients
+    (s3memory's), STS and Secrets Manager (boto3's), and each user's scoped S3 and KMS."""
     lam = make_lambda()
-    for client in (lam.handler.S3, lam.handler.KMS, lam.handler.STS, lam.handler.SECRETS):
-        config = client.meta.config
+    handler = lam.handler
+    scoped = handler.clients_for("alice")
+    clients = [*handler.own_clients(), handler.sts(), handler.secrets(), *scoped]
+    for client in clients:
+        config = client.meta.config  # an awscrt-wrapped S3 client forwards meta to botocore's
         assert (config.connect_timeout, config.read_timeout) == (2, 5)
         assert config.retries == {"mode": "standard", "total_max_attempts": 3}
-    s3, _ = lam.handler.clients_for("alice")
-    assert (s3.meta.config.connect_timeout, s3.meta.config.read_timeout) == (2, 5)
+    assert [*handler.own_clients(), handler.sts(), handler.secrets(), *handler.clients_for("alice")] == clients
+    assert len(lam.assumed) == 1
     # the Messages API client: built once, key from the environment or Secrets Manager
     lam.handler._ANTHROPIC = None
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
@@ -684,12 +689,27 @@ def test_the_api_key_is_read_from_secrets_manager_once(
     lam = make_lambda()
     lam.handler._ANTHROPIC = None
     calls: list[str] = []
-    lam.handler.SECRETS.meta.events.register(
+    lam.handler.secrets().meta.events.register(
         "before-call.secrets-manager.GetSecretValue", lambda **_: calls.append("x")
     )
     assert lam.handler.anthropic_client().api_key == "sk-secret"
     lam.handler.anthropic_client()
     assert calls == ["x"]
+
+
+def test_a_warm_invocation_reuses_the_clients_and_the_tenant_key(make_lambda: Callable[..., Lambda]) -> None:
+    """The second turn of a warm container, for the same user: no AssumeRole, no KMS call
+    (the tenant key is in the shared KeyCache), and the same clients."""
+    lam = make_lambda(script=[*SAVE_THEN_REPLY, [{"type": "text", "text": "Still here."}]])
+    s3, kms = lam.handler.clients_for(user_id_for_subject(SUBJECT, issuer=ISSUER))  # what the turns will use
+    kms_calls: list[str] = []
+    kms.meta.events.register("before-call.kms", lambda model, **_: kms_calls.append(model.name))
+    assert lam.invoke(v2_event(CLAIMS, GOOD_BODY))[0] == 200
+    first = list(kms_calls)
+    assert first  # the new tenant's key, wrapped by KMS
+    assert lam.invoke(v2_event(CLAIMS, GOOD_BODY))[:2] == (200, {"reply": "Still here."})
+    assert kms_calls == first and len(lam.assumed) == 1
+    assert lam.handler.clients_for(user_id_for_subject(SUBJECT, issuer=ISSUER)) == (s3, kms)
 
 
 def test_one_scoped_session_is_cached_per_user(
@@ -704,7 +724,7 @@ def test_one_scoped_session_is_cached_per_user(
         [{"Key": "s3memory-user", "Value": "alice"}],
         [{"Key": "s3memory-user", "Value": "bob"}],
     ]
-    own = handler.S3._get_credentials().access_key
+    own = handler.own_clients()[0]._get_credentials().access_key
     assert len({own, alice_s3._get_credentials().access_key, bob_s3._get_credentials().access_key}) == 3
     assert alice_kms._get_credentials().access_key == alice_s3._get_credentials().access_key
     tools = [handler.memory_tool_for("alice"), handler.memory_tool_for("bob")]
@@ -854,19 +874,60 @@ def sam_build(template_file: Path, logical_id: str, artifacts: Path, scratch: Pa
 
 
 IMPORT_FROM_BUILD = """
-import json, sys
+import importlib.util, json, sys
 build = sys.argv[1]
 sys.path.insert(0, build)
-import handler, anthropic, boto3, s3memory, aws_lambda_powertools
-for module in (handler, anthropic, boto3, s3memory, aws_lambda_powertools):
-    assert module.__file__.startswith(build), module.__file__
+def loaded():
+    return sorted({"anthropic", "boto3"} & set(sys.modules))
+import handler
 class Context:
     function_name, memory_limit_in_mb, aws_request_id = "f", 128, "r"
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:f"
     def get_remaining_time_in_millis(self):
         return 30000
-print(json.dumps(handler.handler({"version": "2.0", "requestContext": {}}, Context())))
+response = handler.handler({"version": "2.0", "requestContext": {}}, Context())
+cold = loaded()
+import anthropic, awscrt, boto3, s3memory, aws_lambda_powertools
+for module in (handler, anthropic, awscrt, boto3, s3memory, aws_lambda_powertools):
+    assert module.__file__.startswith(build), module.__file__
+left_out = ("click", "rich", "pygments", "s3memory.cli")
+print(json.dumps({
+    "response": response,
+    "loaded by a cold refusal": cold,
+    "s3 client": s3memory.describe_s3_client(handler.own_clients()[0])[0],
+    "left out": [name for name in left_out if importlib.util.find_spec(name) is None],
+    "cache tag": sys.implementation.cache_tag,
+}))
 """
+
+
+def lambda_python(env: dict[str, str]) -> str | None:
+    """The interpreter the Makefile compiles with (``make lambda-python``), or None."""
+    command = ["make", "--silent", "--makefile", str(LAMBDA_DIR / "Makefile"), "lambda-python"]
+    found = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+def assert_compiled_for(build: Path, cache_tag: str) -> None:
+    """Every module has its bytecode for ``cache_tag``, unchecked-hash (never compared with
+    its source, whose mtime a zip keeps to 2 s), and there is no other bytecode."""
+    sources = list(build.rglob("*.py"))
+    assert sources and not [
+        p for p in sources if not (p.parent / "__pycache__" / f"{p.stem}.{cache_tag}.pyc").is_file()
+    ]
+    compiled = list(build.rglob("*.pyc"))
+    assert len(compiled) == len(sources) and {p.name.split(".")[-2] for p in compiled} == {cache_tag}
+    flags = {int.from_bytes(p.read_bytes()[4:8], "little") for p in compiled}
+    assert flags == {0b01}  # PEP 552: hash-based, check_source off
+
+
+def assert_holds_what_the_function_needs(build: Path) -> None:
+    """awscrt (the fast extra) is there; the command line is not: s3memory's, click, and
+    rich with its own dependencies."""
+    assert (build / "awscrt").is_dir() and (build / "s3memory" / "_identity.py").is_file()
+    command_line = ("click", "rich", "pygments", "markdown_it", "mdurl", "bin", "s3memory/cli")
+    assert not [name for name in command_line if (build / name).exists()]
+    assert not (build / "s3memory" / "__main__.py").exists()
 
 
 @pytest.mark.slow  # sam build and a subprocess
@@ -875,41 +936,66 @@ print(json.dumps(handler.handler({"version": "2.0", "requestContext": {}}, Conte
 def test_the_package_sam_builds_imports_with_nothing_else_on_the_path(tmp_path: Path) -> None:
     """Built for this interpreter and machine (LAMBDA_PYTHON, LAMBDA_PLATFORM, as a developer
     would to try it locally), the package holds s3memory and every dependency: a fresh
-    interpreter without site-packages imports the handler from it and answers a request."""
+    interpreter without site-packages imports the handler from it and answers a request,
+    without loading the Anthropic SDK or boto3 for a refusal; its S3 client goes through
+    awscrt."""
     env = {
         **os.environ,
         "PYTHON": sys.executable,
         "LAMBDA_PYTHON": f"{sys.version_info.major}.{sys.version_info.minor}",
         "LAMBDA_PLATFORM": f"manylinux2014_{platform.machine()}",
+        "LAMBDA_COMPILER": sys.executable,
     }
     started = time.monotonic()
     sam_build(TEMPLATE, "AgentFunction", tmp_path / "build", tmp_path / "scratch", env)
     print(f"built in {time.monotonic() - started:.1f} s")
-    bare = {"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true"}
-    command = [sys.executable, "-I", "-S", "-c", IMPORT_FROM_BUILD, str(tmp_path / "build")]
+    bare = {
+        "PATH": os.environ.get("PATH", ""),
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",  # awscrt signs with them; the test sends nothing
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    # -B: nothing written beside the package, as on Lambda's read-only /var/task
+    command = [sys.executable, "-I", "-S", "-B", "-c", IMPORT_FROM_BUILD, str(tmp_path / "build")]
     result = subprocess.run(command, cwd=tmp_path, env=bare, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    response = json.loads(result.stdout.splitlines()[-1])
+    seen = json.loads(result.stdout.splitlines()[-1])
+    response = seen.pop("response")
     assert response["statusCode"] == 401 and json.loads(response["body"])["error"]["code"] == "unauthenticated"
+    assert seen == {
+        "loaded by a cold refusal": [],
+        "s3 client": "awscrt",
+        "left out": ["click", "rich", "pygments", "s3memory.cli"],
+        "cache tag": sys.implementation.cache_tag,
+    }
+    assert_compiled_for(tmp_path / "build", sys.implementation.cache_tag)
+    assert_holds_what_the_function_needs(tmp_path / "build")
 
 
 @pytest.mark.slow  # sam build, a subprocess
 @pytest.mark.skipif(shutil.which("make") is None, reason="sam build runs make: install make")
 def test_the_default_build_targets_the_lambda_runtime(tmp_path: Path, template: dict[str, Any]) -> None:
     """Without overrides, whatever Python runs the build, the wheels are the template's
-    runtime and architecture (CPython 3.12 on arm64): what Lambda will load."""
+    runtime and architecture (CPython 3.12 on arm64), and so is the bytecode, compiled by a
+    CPython 3.12 of this machine's: what Lambda will load."""
     env = {**os.environ, "PYTHON": sys.executable}
-    for name in ("LAMBDA_PYTHON", "LAMBDA_PLATFORM"):
+    for name in ("LAMBDA_PYTHON", "LAMBDA_PLATFORM", "LAMBDA_COMPILER"):
         env.pop(name, None)
+    python = makefile_default("LAMBDA_PYTHON")
+    if lambda_python(env) is None:
+        pytest.skip(f"no CPython {python} here to compile the bytecode with (make lambda-python says how)")
     sam_build(TEMPLATE, "AgentFunction", tmp_path / "build", tmp_path / "scratch", env)
     build = tmp_path / "build"
     assert (build / "handler.py").read_text() == (LAMBDA_DIR / "handler.py").read_text()
-    assert (build / "s3memory" / "_identity.py").exists() and not (build / "bin").exists()
     extensions = {p.name for p in build.rglob("*.so")}
-    python, machine = makefile_default("LAMBDA_PYTHON").replace(".", ""), "aarch64"
+    tag, machine = "cpython-" + python.replace(".", ""), "aarch64"
     assert extensions and all(f"-{machine}-" in name or ".abi3." in name for name in extensions)
-    assert any(f"cpython-{python}-{machine}" in name for name in extensions)  # pydantic-core, for 3.12
-    assert not list(build.rglob("*.pyc"))  # bytecode of the build's Python would be dead weight
+    assert any(f"{tag}-{machine}" in name for name in extensions)  # pydantic-core, for 3.12
+    assert_compiled_for(build, tag)  # /var/task is read-only: without it, each cold start compiles
+    assert_holds_what_the_function_needs(build)
     assert sum(p.stat().st_size for p in build.rglob("*") if p.is_file()) < 250 * 2**20  # Lambda's unzipped limit
 
 
