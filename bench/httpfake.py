@@ -130,6 +130,15 @@ class FakeServer:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def cpu_seconds(self) -> float | None:
+        """The server process's CPU so far (user + system, from /proc; None elsewhere): on a
+        machine with few cores it competes with the client's."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def set_rtt(self, seconds: float) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:

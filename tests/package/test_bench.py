@@ -19,7 +19,7 @@ def _rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
         return {(r["backend"], r["command"]): r for r in csv.DictReader(f)}
 
 
-SMALL = ["--rtt-ms", "1", "--files", "12", "--agent-files", "2", "--repeat", "1", "--no-cold-start"]
+SMALL = ["--rtt-ms", "1", "--files", "12", "--agent-files", "2", "--repeat", "1", "--no-cold-start", "--no-extras"]
 
 
 def test_benchmark_small_run(
@@ -50,7 +50,7 @@ def test_benchmark_small_run(
     assert by_key[("embedded default (LocalDirStore)", "create")]["s3_requests"] == "0"
     report = (tmp_path / "latest.md").read_text()
     assert report.startswith("Simulated network: 1 ms per request, in process")
-    assert "| embedded ÷ SDK local |" in report and "Issue 16 targets:" in report
+    assert "| embedded ÷ SDK local |" in report and "Issue 29 targets:" in report
     # the scale rows: 30 files on the in-process S3 and on both local stores
     for store in ("in-process S3", "embedded default", "SDK local"):
         for command in ("view /memories", "rename dir", "delete dir"):
@@ -103,6 +103,48 @@ def test_cold_start_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert first["loaded by import s3memory"] == "-"
     assert set(first) >= {"import s3memory", "total"}
     assert loaded == [] and seconds > 0
+
+
+def test_the_clis_rename_runs_in_a_new_process_and_moves_every_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/cli_rename.py, small: ``s3memory rename`` in a fresh process against the HTTP
+    fake, back and forth; every file arrives (the bench would time a failing command)."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    import cli_rename
+    import httpfake
+
+    from s3memory import KeyCache, open_memory
+
+    with httpfake.serve(0.0) as server:
+        result = cli_rename.measure(server, 0.0, files=5, runs=3)  # big -> archive -> big -> archive
+        memory = open_memory(
+            user_id=cli_rename.USER,
+            bucket=cli_rename.BUCKET,
+            s3_client=cli_rename.library_s3_client(server.endpoint),
+            kms_key_id=cli_rename.KMS_KEY,
+            kms_client=cli_rename.plain_clients(server.endpoint)[2],
+            key_cache=KeyCache(),
+        )
+        listing = memory.view("/memories")
+        memory.close()
+    assert result["files"] == 5 and result["seconds"] > 0 and result["cpu"] > 0
+    assert "/memories/archive/note-0004.md" in listing and "/memories/big/" not in listing
+
+
+def test_every_target_row_says_what_would_measure_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that measured nothing renders every issue-29 row as not measured, naming the
+    flag that measures it, and none as met."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import run
+
+    try:
+        rows = run.targets(run.Results(rtt=0.02, files=12, http=False, workers=64), run.TENANT, run.EMBEDDED, run.SDK)
+    finally:
+        sys.modules.pop("run", None)
+    assert len(rows) == 7 and all(row.met is None for row in rows)
+    assert all(row.measured.startswith("not measured (") for row in rows)
 
 
 def test_search_benchmark_holds_the_budget(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
