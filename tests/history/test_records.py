@@ -160,18 +160,81 @@ def test_a_redacted_version_put_back_by_the_bucket_is_not_verified() -> None:
 
 
 def test_record_names_decode_as_base32_does() -> None:
-    """The fast decoder of record names agrees with the standard library's, and refuses
+    """The fast encoder and decoder of record names agree with the standard library's, and refuses
     whatever is not unpadded lowercase base32 (a planted name is never half-read)."""
     import base64
     import os
 
     import pytest
 
-    from s3memory._history.records import _b32decode
+    from s3memory._history.records import _b32decode, _b32encode
 
     for size in range(1, 300):
         raw = os.urandom(size)
-        assert _b32decode(base64.b32encode(raw).rstrip(b"=").decode().lower()) == raw
+        text = base64.b32encode(raw).rstrip(b"=").decode().lower()
+        assert _b32decode(text) == raw and _b32encode(raw) == text
     for planted in ["", "A" * 8, "ab_cdefg", "abcd0fgh", " abcdefg", "abcdefg9", "a" * 9, "ab", "abcdefgz"[:7] + "="]:
         with pytest.raises(ValueError):
             _b32decode(planted)
+
+
+def _sealed_key_as_before(stem_key: str, stem: str, history_key: bytes, record: dict[str, object]) -> str:
+    """What ``_sealed_key`` made before a record's name length was known from its size."""
+    import base64
+    import json
+    import os
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(12)
+    plaintext = json.dumps(record, separators=(",", ":")).encode()
+    sealed = AESGCM(history_key).encrypt(nonce, plaintext, b"s3memory record v2\x00" + stem.encode("ascii"))
+    text = base64.b32encode(nonce + sealed).rstrip(b"=").decode("ascii").lower()
+    return f"{stem_key}s" + "/".join(text[i : i + 200] for i in range(0, len(text), 200))
+
+
+def test_a_record_name_is_as_long_as_foretold_and_as_before() -> None:
+    """The length known before sealing is the sealed name's, to the byte, across segment
+    boundaries and a stem spelt in UTF-8; and the name itself is what it was before."""
+    import json
+
+    from s3memory._history import records
+
+    key = bytes(range(32))
+    for stem_key in ["alice/.s3memory/history/" + "0" * 32 + "/0000000000000001-", "é/" + "1" * 32 + "/2-"]:
+        for size in [*range(700), 1000, 5000]:
+            record = {"v": 2, "op": "created", "path": "x" * size}
+            plaintext = json.dumps(record, separators=(",", ":")).encode()
+            with mock.patch("os.urandom", lambda n: b"\x07" * n):
+                now = records._sealed_key(stem_key, "stem-", key, plaintext)
+                before = _sealed_key_as_before(stem_key, "stem-", key, record)
+            assert now == before
+            assert len(now.encode("utf-8")) == records._sealed_key_bytes(stem_key, len(plaintext))
+
+
+def test_a_record_too_long_for_a_name_is_never_sealed_into_one() -> None:
+    """A deletion of many files is stored as a body without first being sealed and spelt
+    as a name (hundreds of KB, thrown away); smaller records are still sealed in names."""
+    from s3memory._history import records
+
+    store = InMemoryStore()
+    memory = opened(store)
+    for i in range(40):
+        memory.create(f"/memories/dir/a-rather-long-file-name-for-a-note-{i:03d}.md", f"{i}\n")
+    sealed_sizes: list[int] = []
+    real = records._sealed_key
+
+    def spy(stem_key: str, stem: str, history_key: bytes, plaintext: bytes) -> str:
+        sealed_sizes.append(len(plaintext))
+        return real(stem_key, stem, history_key, plaintext)
+
+    with mock.patch.object(records, "_sealed_key", spy):
+        memory.delete("/memories/dir")
+        memory.create("/memories/b.md", "b\n")
+    assert len(sealed_sizes) == 1  # the creation's record only
+    bodies = [
+        i.key for i in store.list("alice/.s3memory/history/") if not opened(store).layout.is_sealed_name_record(i.key)
+    ]
+    assert len(bodies) >= 1  # the deletion's record(s), as bodies
+    entries = opened(store, "reader").history("/memories/dir/a-rather-long-file-name-for-a-note-007.md")
+    assert [(e.operation, e.verified) for e in entries] == [("deleted", True), ("created", True)]
