@@ -182,7 +182,7 @@ class EncryptedMemory(HistoryMethods, SearchMethods, ReviewMethods):
             raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
         # One request in the common case: a path written as a directory ("/memories/d/")
         # is listed first, anything else is fetched as a file first.
-        files = self.files.files_under(parsed) if parsed.is_root or path.endswith("/") else []
+        files = self.files.sizes_under(parsed) if parsed.is_root or path.endswith("/") else []
         if not files and not parsed.is_root:
             file = self.files.read(parsed, path)
             if file is not None:
@@ -193,11 +193,10 @@ class EncryptedMemory(HistoryMethods, SearchMethods, ReviewMethods):
                     record_access(self.store, self.layout, self.access_log, self.layout.key_for(parsed))
                 return answer
             if not path.endswith("/"):
-                files = self.files.files_under(parsed)
+                files = self.files.sizes_under(parsed)
             if not files:
                 raise self.files.not_found(f"The path {path} does not exist. Please provide a valid path.")
-        sizes = [(file_path, plaintext_size(info)) for file_path, info in files]
-        return render.directory_view(parsed, sizes, self.limits.max_view_chars, shown_as=self.files.shown(parsed))
+        return render.directory_view(parsed, files, self.limits.max_view_chars, shown_as=self.files.shown(parsed))
 
     # -- beyond the tool: what the CLI and MCP server need ---------------------------
     @_telemetry.traced("read_text", _telemetry.SEARCH, records=1)

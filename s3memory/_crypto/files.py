@@ -317,6 +317,17 @@ class SealedFiles:
             self.check_names_choice()
         return found
 
+    def sizes_under(self, directory: MemoryPath) -> list[tuple[MemoryPath, int]]:
+        """:meth:`files_under`, each file with its plaintext size (what a directory's view
+        shows), from the store's ``list_sizes``: no ``ObjectInfo`` a file where it spares one."""
+        path_of = self.layout.path_reader()
+        tag = envelope.TAG_BYTES
+        listing = self.store.list_sizes(self.layout.dir_prefix(directory))
+        found = [(path, size - tag if size > tag else 0) for key, size in listing if (path := path_of(key)) is not None]
+        if found and self.layout.names is None and all(looks_sealed(path.relative) for path, _ in found):
+            self.check_names_choice()
+        return found
+
     def listed(self, directory: MemoryPath) -> list[ObjectInfo]:
         """Every object below ``directory`` (keys no valid path maps to included)."""
         return list(self.store.list(self.layout.dir_prefix(directory)))

@@ -114,6 +114,14 @@ class ObjectStore(ABC):
         lifecycle rules (stores without tags ignore them).
         """
 
+    def put_unique(self, key: str, body: bytes, metadata: Mapping[str, str]) -> str:
+        """:meth:`put` of a key that no object had before and none will have after (a
+        history record's: its name is new and unique). Durable when the call (or the batch
+        it runs in) returns, as every call; a store may make it so with the batch's last
+        sync instead of a sync of its own, for no crash can spoil an object it replaces.
+        The default is :meth:`put`."""
+        return self.put(key, body, metadata)
+
     @abstractmethod
     def copy(
         self,
@@ -132,6 +140,12 @@ class ObjectStore(ABC):
     @abstractmethod
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
         """Objects whose key starts with ``prefix``, in key order (at most ``limit``)."""
+
+    def list_sizes(self, prefix: str) -> Iterator[tuple[str, int]]:
+        """The key and size of each object :meth:`list` lists, in its order (what a
+        directory's view needs). The default takes them from :meth:`list`."""
+        for info in self.list(prefix):
+            yield info.key, info.size
 
     def list_pages(self, prefix: str) -> Iterator[tuple[builtins.list[ObjectInfo], bool]]:
         """:meth:`list` in pages, each with whether another page follows. Where each page

@@ -4,6 +4,8 @@
 - ``writes``: an object's file written in ``.tmp``, synced, then renamed into place;
 - ``kept``: the version area (``versioned=True``): keep, retire, restore, list, read and
   delete versions;
+- ``index``: the listing index of a large directory (``{root}/.index``), a cache checked
+  against its directory's stat, so that a whole listing of it opens no file;
 - ``walk``: the walks of the key tree and of the version area below a prefix;
 - ``batch``: the batch a thread's calls share, the root checked, the lock, directories and
   a key's file opened by descriptor, and the syncs (with the durability rules: which sync

@@ -33,15 +33,25 @@ made before the batch (a round trip, or a call outside one) answers:
    keys', so that the current file is never durably replaced or unlinked while the hard
    link keeping it is not (on a file system that logs each synced directory apart, as
    btrfs does; ext4 and xfs commit one journal in order, so there the first sync covers
-   the rest, which then cost a cache flush each).
+   the rest, which then cost a cache flush each);
+4. not rule 1 for a new file under a key no object had and none will have
+   (``put_unique``: a history record, whose sealed name is unique) where the batch ends
+   with a ``syncfs``: that sync makes its data durable, with the directories, before the
+   batch answers. A crash before then may leave its name with no data (an empty or short
+   file), which loses nothing acknowledged (it replaced nothing, and its change was not
+   answered) and is no well-formed object (listings skip it, purge removes it; history
+   tolerates a version no record tells of). Without ``syncfs`` (a directory's fsync does
+   not write a file's data) rule 1 holds. So a write round trip on Linux waits for two
+   syncs: its object's file, then the ``syncfs``.
 
-On Linux, a step with two or more files or directories to sync is one ``syncfs`` of the
-store's file system instead (measured cheaper from two on: one journal commit instead of
-one per directory); it also writes other programs' unwritten data on that file system,
-whose amount bounds what it costs. Not synced, because a crash there loses nothing: the
-temporary name's removal from ``.tmp`` (a stray file there is never read), the removal of
-an emptied directory (an empty directory is no object), and a delete marker's file (its
-name says all it holds: it is made in place, empty). Between a write's call and the end of
+On Linux, a step with two or more files or directories to sync, or a file placed unsynced
+(rule 4), is one ``syncfs`` of the store's file system instead (measured cheaper from two
+on: one journal commit instead of one per directory); it also writes other programs'
+unwritten data on that file system, whose amount bounds what it costs. Not synced,
+because a crash there loses nothing: the temporary name's removal from ``.tmp`` (a stray
+file there is never read), the removal of an emptied directory (an empty directory is no
+object), a delete marker's file (its name says all it holds: it is made in place, empty),
+and a listing index (``index``: a cache checked against its directory). Between a write's call and the end of
 its batch, another process may read the write before its directory is on disk (as it could
 read it before its file was, before this). A crash before the batch answered may leave
 temporary files in ``.tmp`` and each key old or new (``tests/stores/localdir/test_crash.py`` kills
@@ -101,9 +111,8 @@ def _start_writeback(fd: int) -> None:
 _syncfs_call: object = None  # libc's syncfs once looked up; False where there is none
 
 
-def _syncfs(fd: int) -> bool:
-    """Make everything written to the file system of ``fd`` durable (Linux's ``syncfs``);
-    False where it is not available (then fsync each file and directory instead)."""
+def syncfs_available() -> bool:
+    """Whether :func:`_syncfs` can sync (Linux's ``syncfs`` was found)."""
     global _syncfs_call
     if _syncfs_call is None:
         _syncfs_call = False
@@ -117,7 +126,13 @@ def _syncfs(fd: int) -> bool:
                 _syncfs_call = call
             except (OSError, AttributeError):
                 pass
-    if _syncfs_call is False:
+    return _syncfs_call is not False
+
+
+def _syncfs(fd: int) -> bool:
+    """Make everything written to the file system of ``fd`` durable (Linux's ``syncfs``);
+    False where it is not available (then fsync each file and directory instead)."""
+    if not syncfs_available():
         return False
     if _syncfs_call(fd) != 0:  # type: ignore[operator]
         import ctypes
@@ -160,8 +175,10 @@ class Batch:
         self.dirs: dict[tuple[str, ...], int] = {}
         self.retired: list[int] = []  # forgotten (their directory removed), closed at the next sync
         self.dirty: dict[int, int] = {}  # descriptor -> AREA, ROOT or TREE: to fsync before answering
+        self.unsynced: list[tuple[int, str]] = []  # (directory, name) of new files placed unsynced (rule 4)
         self.made: set[tuple[str, ...]] = set()  # directories this batch made, still empty
         self.missing: set[tuple[str, ...]] = set()  # directories found missing (until made)
+        self.unchecked: set[tuple[str, ...]] = set()  # opened before the lock was last taken: check once
 
     def forget(self, path: tuple[str, ...]) -> None:
         """The directory at ``path`` was removed: forget it and everything below it (their
@@ -184,10 +201,19 @@ class Batch:
         forgotten ones."""
         dirty = sorted(self.dirty.items(), key=lambda item: item[1])
         self.dirty = {}
+        unsynced, self.unsynced = self.unsynced, []
         try:
-            if dirty and (len(dirty) < _SYNCFS_FROM or not _syncfs(self.root)):
-                for fd, _ in dirty:
-                    fsync_dir(fd)
+            if (unsynced or len(dirty) >= _SYNCFS_FROM) and _syncfs(self.root):
+                return  # one syncfs: every directory, and the data of every file
+            for parent, name in unsynced:  # no syncfs after all: each file, before the directories
+                opened = open_file(parent, name)
+                if opened is not None:
+                    try:
+                        os.fsync(opened[0])
+                    finally:
+                        os.close(opened[0])
+            for fd, _ in dirty:
+                fsync_dir(fd)
         finally:
             retired, self.retired = self.retired, []
             close_all(retired)
@@ -263,7 +289,8 @@ class Tree:
 
     def _open_root(self) -> int:
         """The root's descriptor, checked to be the directory the store was opened on and
-        still private (a swapped or loosened root is refused)."""
+        still private (a swapped or loosened root is refused). Opened per batch, not kept:
+        a store holds no descriptor between calls."""
         try:
             fd = os.open(self.path, DIR_FLAGS)
         except OSError as exc:
@@ -296,6 +323,7 @@ class Tree:
             b.sync_dirs()
             close_all(b.dirs.values())
             b.dirs.clear()
+            b.unchecked.clear()
 
     # -- the store's own entries: .tmp and the lock --------------------------------------------
     def _own(self, root: int, name: str, flags: int) -> int:
@@ -341,12 +369,11 @@ class Tree:
     @staticmethod
     def _look_again(b: Batch) -> None:
         """Once the lock is taken: forget what others may have changed since the batch last
-        held it (a directory opened may have been removed, one found missing made)."""
+        held it (one found missing may have been made), and look again at each directory
+        opened before it is next used (it may have been removed: :meth:`dir`)."""
         b.missing.clear()
         b.made.clear()
-        for path, fd in list(b.dirs.items()):
-            if path in b.dirs and os.fstat(fd).st_nlink == 0:  # removed
-                b.forget(path)
+        b.unchecked.update(b.dirs)
 
     # -- directories ---------------------------------------------------------------------------
     def dir(self, b: Batch, path: tuple[str, ...], *, create: bool) -> int:
@@ -356,7 +383,12 @@ class Tree:
         ``create`` is made (0700) or refused."""
         found = b.dirs.get(path)
         if found is not None:
-            return found
+            if not b.unchecked or path not in b.unchecked:
+                return found
+            b.unchecked.discard(path)
+            if os.fstat(found).st_nlink:
+                return found
+            b.forget(path)  # removed since the batch opened it: open it anew
         if not path:
             return b.root
         if not create and path in b.missing:
@@ -369,6 +401,7 @@ class Tree:
             raise
         b.missing.discard(path)
         b.dirs[path] = fd
+        b.unchecked.discard(path)
         return fd
 
     def _open_dir(self, b: Batch, parent: int, path: tuple[str, ...], create: bool) -> int:

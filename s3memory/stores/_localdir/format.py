@@ -103,6 +103,42 @@ def parse_header(fd: int, file_size: int) -> Header | None:
     return Header(metadata, meta_offset + meta_len, size, digest)
 
 
+def listing_fields(parent: int, name: str) -> tuple[int, bytes, int] | None:
+    """What a listing says of the file ``parent/name`` (body size, body MD5, ``mtime_ns``),
+    read as :func:`listing_info` reads it; None for anything that is not an object file."""
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fixed = os.pread(fd, _FIXED_SIZE, 0)
+        if fixed[:5] == _MAGIC_V2 and len(fixed) == _FIXED_SIZE:
+            _, meta_len, size, digest = _unpack_v2(fixed)
+            if meta_len > _MAX_METADATA_BYTES or _FIXED_SIZE + meta_len + size != st.st_size:
+                return None
+        elif fixed[:5] == _MAGIC_V1:
+            header = parse_header(fd, st.st_size)
+            if header is None:
+                return None
+            size, digest = header.size, body_digest(fd, header)
+        else:
+            return None
+        return size, digest, st.st_mtime_ns
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def seconds_of(mtime_ns: int) -> float:
+    """``st_mtime`` of a file whose ``st_mtime_ns`` is ``mtime_ns``, to the same bit."""
+    seconds, nanoseconds = divmod(mtime_ns, 1_000_000_000)
+    return seconds + nanoseconds * 1e-9
+
+
 def listing_info(parent: int, name: str, key: str) -> ObjectInfo | None:
     """The listing entry of the file ``parent/name``; None for anything that is not an
     object file (a corrupt or planted file must not break the listing). For format 2, the

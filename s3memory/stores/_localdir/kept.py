@@ -4,7 +4,7 @@ Versions (``versioned=True``, the default) are kept as a versioned S3 bucket kee
 The current version stays the file at ``{root}/{key}``, so ``get``, ``head`` and ``list``
 cost what they cost without versions. The others are in the version area,
 ``{root}/.versions``, which no key reaches (keys never start with ``.``, and names starting
-with ``.`` at the root are the store's own: ``.lock``, ``.tmp``, ``.keys``, ``.versions``):
+with ``.`` at the root are the store's own: ``.lock``, ``.tmp``, ``.keys``, ``.versions``, ``.index``):
 the versions of ``key`` are files in the directory ``{root}/.versions/{key}/`` (the key's
 segments as directories, named as in the tree; the files of one directory are the versions
 of its key, its directories those of longer keys). Under the lock, a write hard-links the
@@ -57,6 +57,7 @@ from .format import (
     read_object,
     version_name,
 )
+from .index import drop_index
 from .names import folded_error, folds_onto_another
 from .walk import walk_kept, walk_tree
 
@@ -74,13 +75,22 @@ def _kept_entries(container: int | None) -> list[Entry]:
     return entries
 
 
-def _link_version(parent: int, name: str, container: int, current: Current, *, new: bool = False) -> None:
+def _link_version(
+    parent: int,
+    name: str,
+    container: int,
+    current: Current,
+    *,
+    new: bool = False,
+    entries: Sequence[Entry] | None = None,
+) -> None:
     """Hard-link the current file ``parent/name`` into the version directory ``container``,
     named by its stamp, digest and size; kept entries as late as it (leftovers of an
     interrupted write or delete) are removed first. The link must reach the file
-    ``current`` describes, else it is undone. ``new``: the container was just made, empty."""
+    ``current`` describes, else it is undone. ``new``: the container was just made, empty;
+    ``entries``: its entries, as listed under the lock this call holds."""
     assert current.digest is not None
-    for entry in [] if new else _kept_entries(container):  # new: the container was just made
+    for entry in [] if new else _kept_entries(container) if entries is None else entries:
         if entry.stamp >= current.stamp:
             os.unlink(entry.name, dir_fd=container)
     kept = version_name(current.stamp, current.digest, current.size)
@@ -184,20 +194,24 @@ class KeptVersions:
         finally:
             close_all(fds)
 
-    def newest_stamp(self, b: Batch, key: str, current: Current | None) -> int:
-        """The latest time stamp among ``key``'s current file and kept entries (-1: none)."""
+    def newest_stamp(self, b: Batch, key: str, current: Current | None) -> tuple[int, list[Entry]]:
+        """The latest time stamp among ``key``'s current file and kept entries (-1: none),
+        and those entries (for :meth:`keep`, under the same hold of the lock)."""
         kept = _kept_entries(self.container(b, key, create=False))
-        return max(current.stamp if current is not None else -1, kept[0].stamp if kept else -1)
+        return max(current.stamp if current is not None else -1, kept[0].stamp if kept else -1), kept
 
-    def keep(self, b: Batch, key: str, parent: int, name: str, current: Current) -> None:
+    def keep(
+        self, b: Batch, key: str, parent: int, name: str, current: Current, kept: Sequence[Entry] | None = None
+    ) -> None:
         """Hard-link the current file ``parent/name`` into ``key``'s container, named by its
-        stamp, digest and size (under the lock). Leftovers as late as it are removed first."""
+        stamp, digest and size (under the lock). Leftovers as late as it are removed first
+        (``kept``: the container's entries, listed under this hold of the lock)."""
         path = (VERSIONS, *self._names.of(key))
         try:
             container = self._tree.dir(b, path, create=True)
             new = path in b.made
             b.made.discard(path)
-            _link_version(parent, name, container, current, new=new)
+            _link_version(parent, name, container, current, new=new, entries=kept)
             b.dirty[container] = AREA
         except BaseException:
             with contextlib.suppress(OSError):
@@ -310,7 +324,7 @@ class KeptVersions:
                     if container is not None and previous is not None and not previous.is_marker:
                         self._restore(b, names, container, previous)
                     else:
-                        self._unlink_current(b, names)
+                        self._unlink_current(b, key, names)
                 else:
                     doomed = next((e for e in visible + hidden if e.version_id == version_id), None)
                     if doomed is None or container is None:
@@ -334,7 +348,7 @@ class KeptVersions:
         b.dirty[container] = AREA
         b.dirty[parent] = TREE if len(names) > 1 else ROOT
 
-    def _unlink_current(self, b: Batch, names: Sequence[str]) -> None:
+    def _unlink_current(self, b: Batch, key: str, names: Sequence[str]) -> None:
         try:
             dirs = self._tree.open_dirs(b, (), names[:-1], create=False)
         except Missing:
@@ -342,6 +356,7 @@ class KeptVersions:
         parents = [b.root, *dirs]
         if is_file(parents[-1], names[-1]):
             os.unlink(names[-1], dir_fd=parents[-1])
+            drop_index(b.root, key)
             b.dirty[parents[-1]] = TREE if dirs else ROOT
             self._tree.pruned(b, (), parents, names)
 

@@ -3,7 +3,7 @@
 Each key segment is a directory or file name (``{root}/{key}``), so a key must be one that
 names can spell: not empty, no ``.`` or ``..`` segment, no empty segment, no NUL, valid
 UTF-8, at most 1,024 bytes (as S3), and not starting with ``.`` (names starting with ``.``
-at the root are the store's own: ``.lock``, ``.tmp``, ``.keys``, ``.versions``).
+at the root are the store's own: ``.lock``, ``.tmp``, ``.keys``, ``.versions``, ``.index``).
 
 On a case-insensitive file system (macOS and Windows defaults), a new store escapes every
 key segment so that keys differing in case or Unicode normalization never share a file,

@@ -24,24 +24,15 @@ def walk_tree(tree: Tree, b: Batch, prefix: str, *, prune: bool = False) -> Gene
     with ``prefix``, in key order; symbolic links and other non-files are skipped and
     never followed. ``prune`` (a purge): sync each directory left, and remove those
     found empty on the way out."""
-    base = prefix.split("/")[:-1]
-    if any(p in ("", ".", "..") or "\x00" in p for p in base) or (base and base[0].startswith(".")):
-        return  # no key lies below such a prefix
-    try:
-        prefix.encode()
-    except UnicodeEncodeError:
-        return  # nor below one that is not UTF-8
-    base_names = tree.names.spell(base)
-    try:
-        base_fds = tree.open_dirs(b, (), base_names, create=False)
-    except Missing:
+    start = walk_start(tree, b, prefix)
+    if start is None:
         return
+    base_names, base_fds, base_key = start
     top = base_fds[-1] if base_fds else b.root
-    base_key = "".join(p + "/" for p in base)
     # One frame per directory being visited: descriptor, name, parent's descriptor, and
     # the entries still to visit, last key first.
     stack: list[tuple[int, str, int, list[tuple[str, str, bool]]]] = [
-        (top, "", -1, _entries(tree.names, top, base_key, prefix))
+        (top, "", -1, dir_entries(tree.names, top, base_key, prefix))
     ]
     try:
         while stack:
@@ -63,7 +54,7 @@ def walk_tree(tree: Tree, b: Batch, prefix: str, *, prune: bool = False) -> Gene
                 child = os.open(entry, DIR_FLAGS, dir_fd=fd)
             except OSError:
                 continue  # gone, swapped for a link, or unreadable: nothing of ours to list
-            stack.append((child, entry, fd, _entries(tree.names, child, key, prefix)))
+            stack.append((child, entry, fd, dir_entries(tree.names, child, key, prefix)))
         if prune:  # the prefix's own directories, up to the root, as far as they are empty
             b.dirty[top] = TREE if base_fds else ROOT
             for i in range(len(base_fds) - 1, -1, -1):
@@ -75,7 +66,25 @@ def walk_tree(tree: Tree, b: Batch, prefix: str, *, prune: bool = False) -> Gene
         close_all(fd for fd, *_ in stack if fd != top)
 
 
-def _entries(names: KeyNames, fd: int, dir_key: str, prefix: str) -> list[tuple[str, str, bool]]:
+def walk_start(tree: Tree, b: Batch, prefix: str) -> tuple[list[str], list[int], str] | None:
+    """Where a walk below ``prefix`` starts: the names and descriptors (the batch's) of the
+    prefix's own directories, and their key; None if no key can lie below it."""
+    base = prefix.split("/")[:-1]
+    if any(p in ("", ".", "..") or "\x00" in p for p in base) or (base and base[0].startswith(".")):
+        return None  # no key lies below such a prefix
+    try:
+        prefix.encode()
+    except UnicodeEncodeError:
+        return None  # nor below one that is not UTF-8
+    base_names = tree.names.spell(base)
+    try:
+        base_fds = tree.open_dirs(b, (), base_names, create=False)
+    except Missing:
+        return None
+    return base_names, base_fds, "".join(p + "/" for p in base)
+
+
+def dir_entries(names: KeyNames, fd: int, dir_key: str, prefix: str) -> list[tuple[str, str, bool]]:
     """``(key, name, is a directory)`` of the entries worth visiting, last key first."""
     entries: list[tuple[str, str, bool]] = []
     try:

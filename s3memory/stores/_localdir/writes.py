@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..._errors import PreconditionFailedError, StorageError
-from .batch import ROOT, TREE, Batch, Tree
+from .batch import ROOT, TREE, Batch, Tree, syncfs_available
 from .files import NEW_FILE_FLAGS, clear_the_way, is_file, mapped, write_all
-from .format import Current, body_digest, chunks, encode_metadata, etag_of, head_of, stamp_file
+from .format import Current, Entry, body_digest, chunks, encode_metadata, etag_of, head_of, stamp_file
 from .kept import KeptVersions
 from .names import folded_error
 
@@ -35,6 +35,8 @@ class Written:
     fd: int  # the temporary file, open (-1 once closed)
     tmp: str  # its name in .tmp
     current: Current | None  # the file it replaces, to keep as a version
+    unsynced: bool = False  # a new unique key's: its data left to the batch's syncfs (rule 4)
+    kept: list[Entry] | None = None  # the key's kept entries, as listed under the lock
 
 
 def overlaps(key: str, keys: set[str], dirs: set[str]) -> bool:
@@ -65,6 +67,13 @@ class Writes:
         self._tree = tree
         self._kept = kept
 
+    @staticmethod
+    def etag_of_current(current: Current | None) -> str | None:
+        """As :meth:`current_etag`, of the current file read for history."""
+        if current is None:
+            return None
+        return "" if current.digest is None else etag_of(current.digest)
+
     def current_etag(self, b: Batch, key: str) -> str | None:
         """The ETag of ``key``; None if it is missing, "" if it is corrupt (matches no ETag)."""
         try:
@@ -73,12 +82,13 @@ class Writes:
         except StorageError:
             return ""
 
-    def target(self, b: Batch, names: Sequence[str], *, if_none_match: bool) -> int:
-        """The directory to write ``names`` into (made as needed), its descriptor."""
+    def target(self, b: Batch, names: Sequence[str], *, if_none_match: bool, exists: bool | None = None) -> int:
+        """The directory to write ``names`` into (made as needed), its descriptor.
+        ``exists``: whether a regular file is there, as the caller just found (else looked at)."""
         parent = self._tree.parent(b, names, create=True)
         if self._tree.names.folds(parent, names[-1]):
             raise folded_error()
-        if if_none_match and is_file(parent, names[-1]):
+        if if_none_match and (is_file(parent, names[-1]) if exists is None else exists):
             raise PreconditionFailedError("Error: the object already exists")
         return parent
 
@@ -94,24 +104,31 @@ class Writes:
         body: Iterable[bytes],
         *,
         versioned: bool,
+        unique: bool = False,
+        read: tuple[Current | None] | None = None,
     ) -> Written:
         """Write a format-2 file in ``.tmp`` (under the lock), to be synced and renamed to
         ``parent/names[-1]`` by :meth:`commit`. ``versioned``, it is stamped later than every
-        version of ``key``, and the file it replaces is kept when it is placed."""
+        version of ``key``, and the file it replaces is kept when it is placed. ``unique``
+        (a key no object had or will have): where it replaces nothing and the batch can end
+        with a ``syncfs``, its data is left to that (``batch``'s rule 4). ``read``: the
+        file it replaces, as the caller just read it under the lock (else read here)."""
         meta = encode_metadata(metadata)
-        current = self._tree.current(b, key) if versioned else None
+        current = None if not versioned else self._tree.current(b, key) if read is None else read[0]
+        unsynced = unique and current is None and (versioned or not is_file(parent, names[-1])) and syncfs_available()
         if versioned and self._tree.names.check_folding:
             self._kept.refuse_folded_history(b, key)
         tmp_dir = self._tree.tmp(b)
         tmp = uuid.uuid4().hex
         fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=tmp_dir)
-        write = Written(key, tuple(names), parent, fd, tmp, current)
+        write = Written(key, tuple(names), parent, fd, tmp, current, unsynced)
         try:
             write_all(fd, head_of(meta, size, digest))
             for chunk in body:
                 write_all(fd, chunk)
-            if versioned:
-                stamp_file(fd, self._kept.newest_stamp(b, key, current))
+            newest, write.kept = self._kept.newest_stamp(b, key, current) if versioned else (-1, None)
+            if versioned and (newest >= 0 or not unique):  # a unique key without versions: its own time will do
+                stamp_file(fd, newest)
         except BaseException:
             self._undo(tmp_dir, write)
             raise
@@ -148,7 +165,7 @@ class Writes:
         fails is undone; the others are placed all the same."""
         tmp_dir = self._tree.tmp(b)
         try:
-            b.sync_files([write.fd for write in writes])
+            b.sync_files([write.fd for write in writes if not write.unsynced])
         except BaseException:
             for write in writes:
                 self._undo(tmp_dir, write)
@@ -183,11 +200,13 @@ class Writes:
     def _place(self, b: Batch, write: Written) -> None:
         """Rename the synced file into place, the file it replaces kept first (``kept``)."""
         names, parent = write.names, write.parent
-        if clear_the_way(parent, names[-1]):
-            b.forget(names)
         current = write.current
+        if current is None and clear_the_way(parent, names[-1]):  # (a current file is no directory)
+            b.forget(names)
         if current is not None and current.digest is not None:
-            self._kept.keep(b, write.key, parent, names[-1], current)
+            self._kept.keep(b, write.key, parent, names[-1], current, write.kept)
         # A symbolic link at the name is replaced, not followed: rename acts on the link.
         os.replace(write.tmp, names[-1], src_dir_fd=self._tree.tmp(b), dst_dir_fd=parent)
         b.dirty[parent] = TREE if len(names) > 1 else ROOT
+        if write.unsynced:
+            b.unsynced.append((parent, names[-1]))

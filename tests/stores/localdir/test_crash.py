@@ -128,6 +128,12 @@ CASES: list[Case] = [
             "t/b": ([b"b1"], [b"b1"]),
         },
     ),
+    (
+        "unique-beside-a-write",  # a history record's file, left to the batch's syncfs
+        _two_versions,
+        "with store.batch():\n    store.put('t/a', b'v3', {})\n    store.put_unique('t/r/1', b'r1', {})\n",
+        {"t/a": ([b"v2", b"v1"], [b"v3", b"v2", b"v1"]), "t/r/1": ([], [b"r1"])},
+    ),
 ]
 
 
