@@ -53,10 +53,15 @@ def _commands(files: int, only: set[str] | None) -> list[tuple[str, Callable[[An
     where = "/memories/archive" if renamed else "/memories/big"
     commands = [
         (f"view /memories ({files:,} files)", lambda m: m.view("/memories")),
+        # Again, as an agent views its memory: the first view after a change lists every file
+        # (the embedded default then writes its listing index); this one reads the index.
+        (f"view /memories again ({files:,} files)", lambda m: m.view("/memories")),
         (f"rename dir ({files:,} files)", lambda m: m.rename("/memories/big", "/memories/archive")),
         (f"delete dir ({files:,} files)", lambda m: m.delete(where)),
     ]
-    return [(name, step) for name, step in commands if only is None or name.split(" (")[0] in only]
+    return [
+        (name, step) for name, step in commands if only is None or name.split(" (")[0].removesuffix(" again") in only
+    ]
 
 
 def run_s3(
