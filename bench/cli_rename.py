@@ -20,24 +20,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from measure import BUCKET, KMS_KEY, REGION, library_s3_client, plain_clients
+from measure import BUCKET, KMS_KEY, REGION, http_memory
 
 USER = "cli-user"
 
 
 def _seed(server: Any, files: int) -> None:
-    from s3memory import KeyCache, open_memory
-
-    s3 = library_s3_client(server.endpoint)
-    s3.create_bucket(Bucket=BUCKET)  # the fake's CreateBucket is idempotent
-    memory = open_memory(
-        user_id=USER,
-        bucket=BUCKET,
-        s3_client=s3,
-        kms_key_id=KMS_KEY,
-        kms_client=plain_clients(server.endpoint)[2],
-        key_cache=KeyCache(),
-    )
+    memory = http_memory(server.endpoint, USER)
     try:
         memory.create("/memories/big/note-0000.md", "x\n")  # the tenant key, once
         with ThreadPoolExecutor(8) as pool:

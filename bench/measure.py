@@ -160,6 +160,23 @@ def library_s3_client(endpoint: str | None) -> Any:
     return fast_client(client) if endpoint is not None and FAST_CLIENT else client
 
 
+def http_memory(endpoint: str, user: str) -> Any:
+    """A memory of ``user`` on the HTTP fake at ``endpoint``, through the clients s3memory
+    builds (KMS: a plain client), with a key cache of its own; the bucket is created."""
+    from s3memory import KeyCache, open_memory
+
+    s3 = library_s3_client(endpoint)
+    s3.create_bucket(Bucket=BUCKET)  # the fake's CreateBucket is idempotent
+    return open_memory(
+        user_id=user,
+        bucket=BUCKET,
+        s3_client=s3,
+        kms_key_id=KMS_KEY,
+        kms_client=plain_clients(endpoint)[2],
+        key_cache=KeyCache(),
+    )
+
+
 def client_kind(client: Any) -> str:
     """Which client sends s3memory's hot requests: ``awscrt`` or ``botocore``."""
     return "awscrt" if hasattr(client, "add_request_observer") else "botocore"

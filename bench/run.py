@@ -66,6 +66,7 @@ from measure import (
     body_of,
     client_kind,
     counting_fsyncs,
+    http_memory,
     library_s3_client,
     measure,
     plain_clients,
@@ -412,18 +413,7 @@ def first_command(server: Any) -> dict[str, Any]:
     """A fresh interpreter that imports s3memory, opens memory with the clients s3memory
     builds itself (``AWS_ENDPOINT_URL`` points them at the HTTP fake) and views one file:
     the tenant key's GET and KMS Decrypt, then the file's GET. Best of three by total."""
-    from s3memory import KeyCache, open_memory
-
-    s3 = library_s3_client(server.endpoint)
-    s3.create_bucket(Bucket=BUCKET)  # the fake's CreateBucket is idempotent
-    memory = open_memory(
-        user_id="cold-user",
-        bucket=BUCKET,
-        s3_client=s3,
-        kms_key_id=KMS_KEY,
-        kms_client=plain_clients(server.endpoint)[2],
-        key_cache=KeyCache(),
-    )
+    memory = http_memory(server.endpoint, "cold-user")
     try:
         memory.create("/memories/notes/diary.md", NOTE)
     finally:

@@ -115,18 +115,9 @@ def test_the_clis_rename_runs_in_a_new_process_and_moves_every_file(monkeypatch:
     import cli_rename
     import httpfake
 
-    from s3memory import KeyCache, open_memory
-
     with httpfake.serve(0.0) as server:
         result = cli_rename.measure(server, 0.0, files=5, runs=3)  # big -> archive -> big -> archive
-        memory = open_memory(
-            user_id=cli_rename.USER,
-            bucket=cli_rename.BUCKET,
-            s3_client=cli_rename.library_s3_client(server.endpoint),
-            kms_key_id=cli_rename.KMS_KEY,
-            kms_client=cli_rename.plain_clients(server.endpoint)[2],
-            key_cache=KeyCache(),
-        )
+        memory = cli_rename.http_memory(server.endpoint, cli_rename.USER)
         listing = memory.view("/memories")
         memory.close()
     assert result["files"] == 5 and result["seconds"] > 0 and result["cpu"] > 0

@@ -127,7 +127,7 @@ def listing_fields(parent: int, name: str) -> tuple[int, bytes, int] | None:
         else:
             return None
         return size, digest, st.st_mtime_ns
-    except OSError:
+    except OSError:  # StorageError included: a format-1 file shrank while being hashed
         return None
     finally:
         os.close(fd)
@@ -144,37 +144,19 @@ def listing_info(parent: int, name: str, key: str) -> ObjectInfo | None:
     object file (a corrupt or planted file must not break the listing). For format 2, the
     fixed header alone (one ``pread`` of 33 bytes; the metadata is neither read nor
     checked, so a file whose metadata is corrupt is listed, and ``get``/``head`` find it
-    corrupt); format 1 is read as :func:`parse_header` reads it. A listing calls it once a
-    file: it makes no call it can spare."""
-    try:
-        fd = os.open(name, READ_FLAGS, dir_fd=parent)
-    except OSError:
-        return None  # gone, a symbolic link, a FIFO without a writer...
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        fixed = os.pread(fd, _FIXED_SIZE, 0)
-        if fixed[:5] == _MAGIC_V2 and len(fixed) == _FIXED_SIZE:
-            _, meta_len, size, digest = _unpack_v2(fixed)
-            if meta_len > _MAX_METADATA_BYTES or _FIXED_SIZE + meta_len + size != st.st_size:
-                return None
-        elif fixed[:5] == _MAGIC_V1:
-            header = parse_header(fd, st.st_size)
-            if header is None:
-                return None
-            size, digest = header.size, body_digest(fd, header)
-        else:
-            return None
-        # What ObjectInfo(key, size, etag, last_modified=...) makes, without the frozen
-        # dataclass's __init__ (a third of the cost of listing a file whose header is cached).
-        info = _new_info(ObjectInfo)
-        info.__dict__.update(key=key, size=size, etag='"' + digest.hex() + '"', metadata={}, last_modified=st.st_mtime)
-        return info
-    except OSError:  # StorageError included: a format-1 file shrank while being hashed
+    corrupt); format 1 is read as :func:`parse_header` reads it (:func:`listing_fields`).
+    A listing calls it once a file: it makes no call it can spare."""
+    fields = listing_fields(parent, name)
+    if fields is None:
         return None
-    finally:
-        os.close(fd)
+    size, digest, mtime_ns = fields
+    # What ObjectInfo(key, size, etag, last_modified=...) makes, without the frozen
+    # dataclass's __init__ (a third of the cost of listing a file whose header is cached).
+    info = _new_info(ObjectInfo)
+    info.__dict__.update(
+        key=key, size=size, etag='"' + digest.hex() + '"', metadata={}, last_modified=seconds_of(mtime_ns)
+    )
+    return info
 
 
 _FIXED_SIZE = _HEADER_V2.size
