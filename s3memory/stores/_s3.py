@@ -14,6 +14,7 @@ does not ask again.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -294,17 +295,19 @@ class S3Store(ObjectStore):
         return str(response.get("CopyObjectResult", {}).get("ETag", ""))
 
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:
-        kwargs: dict[str, Any] = {"Prefix": prefix}
-        if limit is not None:
-            kwargs["MaxKeys"] = min(limit, 1000)
-        yielded = 0
+        entries = self._entries(prefix, None if limit is None else min(limit, 1000))
+        yield from map(_listed, entries if limit is None else itertools.islice(entries, limit))
+
+    def list_sizes(self, prefix: str) -> Iterator[tuple[str, int]]:
+        """:meth:`list`'s keys and sizes, without an ``ObjectInfo`` (and its time) each."""
+        yield from ((item["Key"], item["Size"]) for item in self._entries(prefix))
+
+    def _entries(self, prefix: str, max_keys: int | None = None) -> Iterator[Mapping[str, Any]]:
+        """The ``Contents`` entries of ``ListObjectsV2`` pages, a page asked for once needed."""
+        kwargs: dict[str, Any] = {"Prefix": prefix, **({} if max_keys is None else {"MaxKeys": max_keys})}
         while True:
             response = self._call("list_objects_v2", **kwargs)
-            for item in response.get("Contents", []):
-                yield _listed(item)
-                yielded += 1
-                if limit is not None and yielded >= limit:
-                    return
+            yield from response.get("Contents", [])
             if not response.get("IsTruncated"):
                 return
             kwargs["ContinuationToken"] = response["NextContinuationToken"]
