@@ -54,6 +54,7 @@ from ._errors import (
     InvalidPathError,
     LimitExceededError,
     NotADirectoryConflict,
+    NoUserError,
     ObjectTooLargeError,
     PathExistsError,
     PathNotFoundError,
@@ -66,7 +67,7 @@ from ._errors import (
     TenantKeyError,
     VersionNotFoundError,
 )
-from ._factory import MemoryOptions, open_memory
+from ._factory import MemoryOptions, UserMemories, open_memory
 from ._history.entries import MemoryVersion
 from ._identity import user_id_for_subject
 from ._layout import NameSealing, TenantLayout
@@ -120,6 +121,7 @@ __all__ = [
     "Mount",
     "MountedMemory",
     "NameSealing",
+    "NoUserError",
     "NotADirectoryConflict",
     "NotExists",
     "ObjectStore",
@@ -144,6 +146,7 @@ __all__ = [
     "StorageUnavailableError",
     "TenantKeyError",
     "TenantLayout",
+    "UserMemories",
     "VersionExpiryReport",
     "VersionNotFoundError",
     "WrappedKey",

@@ -7,6 +7,7 @@ inherits the Python built-in that a caller would naturally catch::
 
     S3MemoryError
     ├── ConfigurationError (ValueError)       bad user id, master key, options
+    │   └── NoUserError                       a run of a many-user adapter named no user
     ├── InvalidCommandError (ValueError)      malformed command input from the model
     │   ├── InvalidPathError                  traversal, bad characters, look-alikes, too long
     │   ├── EditError                         old_str not found / not unique, bad line
@@ -41,6 +42,11 @@ class S3MemoryError(Exception):
 
 class ConfigurationError(S3MemoryError, ValueError):
     """The tool was built with invalid options (user id, master key, bucket...)."""
+
+
+class NoUserError(ConfigurationError):
+    """An adapter that serves many users was run without the run naming its user (in the
+    framework's per-run context). Raised to the application, never answered to the model."""
 
 
 class InvalidCommandError(S3MemoryError, ValueError):

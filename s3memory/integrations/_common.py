@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._core.protocol import Memory as Memory
-from .._errors import answer_for_model
+from .._errors import NoUserError, answer_for_model
+from .._factory import MemoryOptions, UserMemories, memory_from
 from .._tool_words import MEMORY_PARAMETER_DESCRIPTIONS, PARAMETER_TYPES
 from .._tool_words import MEMORY_TOOL_DESCRIPTION as MEMORY_TOOL_DESCRIPTION
 from .._tool_words import MEMORY_TOOL_NAME as MEMORY_TOOL_NAME
@@ -40,3 +41,31 @@ def run_memory_command(memory: Memory, tool_input: object) -> tuple[str, bool]:
     if isinstance(tool_input, Mapping):
         tool_input = {name: value for name, value in tool_input.items() if value is not None}
     return answer_for_model(lambda: memory.execute(tool_input))
+
+
+def memory_or_users(memory: Memory | UserMemories | None, options: MemoryOptions) -> Memory | UserMemories:
+    """What an adapter runs on: one memory (``memory=`` a memory, or options with
+    ``user_id``), so one user; or the memory of each run's user (``memory=`` a
+    :class:`~s3memory.UserMemories`, or options without ``user_id``)."""
+    if isinstance(memory, UserMemories):
+        if options:
+            raise TypeError("give either memory=... or the options to build one, not both")
+        return memory
+    if memory is None and "user_id" not in options:
+        return UserMemories(**options)
+    return memory_from(memory, options)
+
+
+def memory_of_run(source: Memory | UserMemories, user_id: object, how: str) -> Memory:
+    """The memory a run works on: ``source`` if it is one memory; else the memory of
+    ``user_id``, which the framework's per-run context gave (never the model).
+
+    Raises:
+        NoUserError: ``user_id`` is ``None`` or empty; ``how`` says how a run names its user.
+        ConfigurationError: ``user_id`` is not a valid user id.
+    """
+    if not isinstance(source, UserMemories):
+        return source
+    if user_id is None or user_id == "":
+        raise NoUserError(f"this run names no user, and the memory is per user: {how}")
+    return source.open(user_id)  # type: ignore[arg-type]  # validated there
