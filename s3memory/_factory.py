@@ -340,6 +340,11 @@ class UserMemories:
         open_for(_PROBE_USER)  # every option checked now, not at the first user's first command
         self._opener = open_for
 
+    def sample(self) -> Memory:
+        """The memory of a placeholder user, for checking what is the same for every user
+        (the root, the limits, a mount's access) before any run names one; sends no request."""
+        return self._opener(_PROBE_USER)
+
     def open(self, user_id: str) -> Memory:
         """The memory of ``user_id`` (validated as :func:`open_memory` validates it).
 

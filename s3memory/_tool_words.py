@@ -190,8 +190,3 @@ def log_parameter_descriptions(max_limit: int) -> dict[str, str]:
         "until": f"Only changes at or before this {_WHEN}.",
         "limit": f"At most this many changes, the newest (1 to {max_limit}).",
     }
-
-
-# -- Strands' memory store ------------------------------------------------------------------------
-#: What the ``search_memory`` and ``add_memory`` tools of Strands' ``MemoryManager`` say of the store.
-STORE_DESCRIPTION = f"The user's persistent memory: {_MEMORY}."

@@ -30,17 +30,41 @@ file), matched in this process; ``glob`` deepagents' own matcher of its glob con
 (``compile_grep_include_glob``). Everything the model writes passes s3memory's path checks,
 secret guard, instruction screening and quotas, as through the memory tool.
 
-Errors are returned in the result's ``error``, never raised: the text is s3memory's
-(``str(S3MemoryError)``; deepagents adds its own ``"Error: "`` before those of ``ls``,
-``read_file`` and ``glob``, so s3memory's is taken off there), an unexpected failure a
-generic line (logged, never a traceback). ``download_files`` and ``upload_files`` answer the
-protocol's codes where one fits: ``file_not_found``, ``invalid_path``, ``is_directory``,
+Errors are returned in the result's ``error``, never raised, in deepagents' own words where
+deepagents has them (its ``StoreBackend``'s, word for word, with the path as the backend was
+given it: ``/x`` for ``/memories/x``, as for a ``StoreBackend`` routed there): a missing
+file (or a directory) to ``read`` is ``File '/x' not found`` (``read_file`` adds
+``"Error: "``), to ``edit`` and ``delete`` ``Error: File '/x' not found``; an ``edit`` whose
+``old_string`` is absent, repeated (with the ``replace_all=True`` hint), empty, or ends with
+a newline the file lacks gets ``perform_string_replacement``'s answer (the text is read again
+to word it, on that path only). Where deepagents has no word, the text is s3memory's
+(``str(S3MemoryError)``, without its ``"Error: "`` for ``ls``, ``read`` and ``glob``): a
+secret refused, a write under a read-only mount, a quota or size limit, a path s3memory does
+not accept, a write where a directory is; an unexpected failure is a generic line (logged,
+never a traceback). ``download_files`` and ``upload_files`` answer the protocol's codes
+where one fits: ``file_not_found``, ``invalid_path``, ``is_directory``,
 ``permission_denied`` (a store mounted read-only, access denied by S3, or a binary upload);
 other refusals (a secret, a quota) keep s3memory's text. ``ls`` of a missing directory lists
 nothing, as deepagents' ``StoreBackend`` does; ``ls`` of a file answers ``not_a_directory``,
 as its ``FilesystemBackend`` does. The ``a*`` methods are the protocol's: the sync method in
 a worker thread (``asyncio.to_thread``), the memory shared across threads as
 ``AsyncS3MemoryTool`` shares it.
+
+One backend serves many users when it is built without ``user_id`` (``bucket=`` or
+``store=`` and a key, or ``memory=`` a :class:`~s3memory.UserMemories`): each call works on
+the memory of the run's user, resolved per call as ``StoreBackend`` resolves its namespace,
+from the LangGraph run the call belongs to: ``user_id`` in ``context=`` given to ``invoke``
+(a mapping key or an attribute), else ``config["configurable"]["user_id"]``, or what
+``user_id_from(runtime)`` returns. Never from the model: no tool has a user field. A run
+that names no user raises :class:`~s3memory.NoUserError` to the caller of ``invoke`` (not a
+tool result), as does a call outside any run. So the agent is built once, at module scope in
+a server or a Lambda function, and each request names its user::
+
+    backend = deep_agent_backend(bucket="my-bucket", kms_key_id=KEY_ARN)  # no user_id
+    agent = create_deep_agent(model=..., backend=backend, memory=["/memories/AGENTS.md"])
+
+    def handler(event, context):
+        return agent.invoke({"messages": event["messages"]}, context={"user_id": event["user_id"]})
 
 What does not map: deepagents has no rename or move tool (files can be moved with the
 memory tool, ``s3memory.S3MemoryTool``, or the ``s3memory`` command line); entries carry no
@@ -68,9 +92,9 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deepagents.backends import CompositeBackend, StateBackend
 from deepagents.backends.composite import _route_for_path
@@ -93,17 +117,23 @@ from deepagents.backends.protocol import (
     WriteResult,
 )
 from deepagents.backends.utils import (
+    EMPTY_OLD_STRING_ERROR,
     InvalidGlobPatternError,
     _get_backend_read_file_type,
     compile_grep_include_glob,
     grep_matches_from_files,
+    perform_string_replacement,
     slice_read_response,
 )
+from langgraph.config import get_config
+from langgraph.runtime import Runtime, get_runtime
 
 from .._core.mounts import MountedMemory
 from .._errors import (
+    EditError,
     InvalidCommandError,
     InvalidPathError,
+    NoUserError,
     PathExistsError,
     PathNotFoundError,
     ReadOnlyMountError,
@@ -111,14 +141,14 @@ from .._errors import (
     StorageAccessDeniedError,
     unexpected_error_text,
 )
-from .._factory import MemoryOptions, memory_from
+from .._factory import MemoryOptions, UserMemories
 from .._paths import ROOT
-from ._common import Memory
+from ._common import Memory, memory_of_run, memory_or_users
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["MEMORIES_ROUTE", "S3MemoryBackend", "deep_agent_backend"]
+__all__ = ["MEMORIES_ROUTE", "S3MemoryBackend", "deep_agent_backend", "user_of_run"]
 
 #: Where :class:`S3MemoryBackend` belongs in a ``CompositeBackend``.
 MEMORIES_ROUTE = ROOT + "/"
@@ -150,6 +180,8 @@ def _attempt(call: Callable[[], T]) -> T | _Failure:
     generic line, logged, for anything else."""
     try:
         return call()
+    except NoUserError:
+        raise  # the application's error, never the model's
     except S3MemoryError as exc:
         return _Failure(str(exc), exc)
     except Exception as exc:
@@ -177,20 +209,87 @@ def _binary_name(path: str) -> str | None:
     )
 
 
+#: How a run names its user, for the error of a run that does not.
+_HOW = (
+    "pass context={'user_id': ...} to agent.invoke (or config={'configurable': {'user_id': ...}}), "
+    "or give the backend user_id_from=..."
+)
+
+
+def _user_in(holder: object) -> object:
+    """``holder``'s ``user_id``: a mapping's key or an object's attribute; None if it has none."""
+    if holder is None:
+        return None
+    if isinstance(holder, Mapping):
+        return holder.get("user_id")
+    return getattr(holder, "user_id", None)
+
+
+def _run_runtime() -> Runtime[Any] | None:
+    """The runtime of the graph run this call belongs to, or None outside a run."""
+    try:
+        return get_runtime()
+    except (RuntimeError, KeyError):
+        return None
+
+
+def user_of_run(runtime: Runtime[Any]) -> object:
+    """The default ``user_id_from``: ``user_id`` in the run's context (``context=`` given to
+    ``invoke``: a mapping key or an attribute), else ``config["configurable"]["user_id"]``."""
+    user_id = _user_in(runtime.context)
+    if user_id is None:
+        try:
+            user_id = _user_in(get_config().get("configurable"))
+        except RuntimeError:
+            return None
+    return user_id
+
+
 class S3MemoryBackend(BackendProtocol):
-    """A user's encrypted memory as a deepagents backend, to route at ``/memories/``.
+    """An encrypted memory as a deepagents backend, to route at ``/memories/``.
 
     Args:
-        memory: an :class:`~s3memory.EncryptedMemory` or :class:`~s3memory.MountedMemory`;
-            or leave it out and give the keyword options of :func:`s3memory.open_memory`
-            (``user_id=``, and ``bucket=`` or ``store=``, and a key).
+        memory: an :class:`~s3memory.EncryptedMemory` or :class:`~s3memory.MountedMemory`,
+            one user's; or a :class:`~s3memory.UserMemories`, the memory of each run's user;
+            or leave it out and give the keyword options of :func:`s3memory.open_memory`:
+            with ``user_id=``, one user's; without it, each run's user's.
+        user_id_from: with many users, the run's user from the run's LangGraph ``Runtime``
+            (called at each call, as ``StoreBackend`` calls its ``namespace``); by default
+            :func:`user_of_run`: ``context={"user_id": ...}`` given to ``invoke``, else
+            ``config={"configurable": {"user_id": ...}}``.
+
+    Raises (at a call, to whoever invoked the agent, never as a tool result):
+        NoUserError: the backend serves many users and the run names none (or the call is
+            not part of a graph run).
 
     Paths in and out are the backend's, below the route (``/notes.md``); see the module.
     The backend does not close the memory.
     """
 
-    def __init__(self, memory: Memory | None = None, **options: Unpack[MemoryOptions]) -> None:
-        self.memory: Memory = memory_from(memory, options)
+    def __init__(
+        self,
+        memory: Memory | UserMemories | None = None,
+        *,
+        user_id_from: Callable[[Runtime[Any]], object] | None = None,
+        **options: Unpack[MemoryOptions],
+    ) -> None:
+        self._source = memory_or_users(memory, options)
+        if user_id_from is not None and not isinstance(self._source, UserMemories):
+            raise TypeError("user_id_from= is for a backend of many users: leave out user_id= (and memory=)")
+        self._user_id_from = user_id_from if user_id_from is not None else user_of_run
+
+    @property
+    def memory(self) -> Memory:
+        """The memory this call works on: the one memory, or the memory of the run's user.
+
+        Raises:
+            NoUserError: the backend serves many users and the run names none.
+        """
+        if not isinstance(self._source, UserMemories):
+            return self._source
+        runtime = _run_runtime()
+        user_id = None if runtime is None else self._user_id_from(runtime)
+        return memory_of_run(self._source, user_id, _HOW)
 
     # -- paths ---------------------------------------------------------------------------
     @staticmethod
@@ -214,8 +313,8 @@ class S3MemoryBackend(BackendProtocol):
     # -- listing -------------------------------------------------------------------------
     def ls(self, path: str) -> LsResult:
         """The files and directories (``/dir/``, ``is_dir``) directly in ``path``, with sizes."""
-        target = self._memory_path(path)
-        files = _attempt(lambda: self.memory.list_files(target))
+        memory, target = self.memory, self._memory_path(path)
+        files = _attempt(lambda: memory.list_files(target))
         if isinstance(files, _Failure):
             if isinstance(files.error, PathNotFoundError):
                 return LsResult(entries=[])  # as StoreBackend: a missing directory is empty
@@ -225,25 +324,26 @@ class S3MemoryBackend(BackendProtocol):
         directories: set[str] = set()
         for file in files:
             if not file.path.startswith(base):  # ``path`` names this file
-                return LsResult(error=f"Path '{file.path}': not_a_directory")
+                return LsResult(error=f"Path '{path}': not_a_directory")  # FilesystemBackend's words
             rest = file.path[len(base) :]
             if "/" in rest:
                 directories.add(self._backend_path(base + rest.split("/", 1)[0]) + "/")
             else:
                 entries.append({"path": self._backend_path(file.path), "is_dir": False, "size": file.size})
-        if base == ROOT + "/" and isinstance(self.memory, MountedMemory):
-            directories.update(f"/{mount.name}/" for mount in self.memory.mounts)  # shown also when empty
+        if base == ROOT + "/" and isinstance(memory, MountedMemory):
+            directories.update(f"/{mount.name}/" for mount in memory.mounts)  # shown also when empty
         entries.extend({"path": directory, "is_dir": True} for directory in directories)
         return LsResult(entries=sorted(entries, key=lambda entry: entry["path"]))
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """The files under ``path`` matching ``pattern``, by deepagents' glob contract (see
         ``BackendProtocol.glob``), sorted by path."""
+        memory = self.memory
         try:
             matches = compile_grep_include_glob(pattern)
         except InvalidGlobPatternError as exc:
             return GlobResult(error=str(exc))
-        files = _attempt(lambda: self.memory.list_files(self._memory_path(path)))
+        files = _attempt(lambda: memory.list_files(self._memory_path(path)))
         if isinstance(files, _Failure):
             if isinstance(files.error, PathNotFoundError):
                 return GlobResult(matches=[])
@@ -267,12 +367,14 @@ class S3MemoryBackend(BackendProtocol):
         """Lines ``offset`` (0-based) to ``offset + limit`` of the file, raw (the middleware
         numbers them); one GET. A name deepagents reads as binary is refused (see
         :func:`_binary_name`)."""
-        target = self._memory_path(file_path)
+        memory, target = self.memory, self._memory_path(file_path)
         refused = _binary_name(target)
         if refused is not None:
             return ReadResult(error=refused)
-        text = _attempt(lambda: self.memory.read_text(target))
+        text = _attempt(lambda: memory.read_text(target))
         if isinstance(text, _Failure):
+            if self._no_file(memory, text, target):
+                return ReadResult(error=f"File '{file_path}' not found")  # the tool adds "Error: "
             return ReadResult(error=text.bare)
         return slice_read_response(_text_file(text), offset, limit)
 
@@ -286,7 +388,8 @@ class S3MemoryBackend(BackendProtocol):
     ) -> GrepResult:
         """Every line holding the literal ``pattern`` in the files under ``path`` (those
         matching ``glob``), from the sealed search index: one round trip when warm."""
-        corpus = _attempt(lambda: self.memory.search_corpus(self._memory_path(path)))
+        memory = self.memory
+        corpus = _attempt(lambda: memory.search_corpus(self._memory_path(path)))
         if isinstance(corpus, _Failure):
             return GrepResult(error=corpus.text)
         files = {self._backend_path(shown): _text_file(text) for shown, text in sorted(corpus)}
@@ -295,12 +398,13 @@ class S3MemoryBackend(BackendProtocol):
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         """Each file's bytes (UTF-8), or the protocol's code for what went wrong."""
+        memory = self.memory
         responses: list[FileDownloadResponse] = []
         for path in paths:
             target = self._memory_path(path)
-            text = _attempt(lambda: self.memory.read_text(target))  # noqa: B023 (called at once)
+            text = _attempt(lambda: memory.read_text(target))  # noqa: B023 (called at once)
             if isinstance(text, _Failure):
-                responses.append(FileDownloadResponse(path=path, error=self._code(text, target)))
+                responses.append(FileDownloadResponse(path=path, error=self._code(memory, text, target)))
             else:
                 responses.append(FileDownloadResponse(path=path, content=text.encode("utf-8")))
         return responses
@@ -308,11 +412,11 @@ class S3MemoryBackend(BackendProtocol):
     # -- writing -------------------------------------------------------------------------
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create the file, or replace its whole text (an edit, with history)."""
-        target = self._memory_path(file_path)
+        memory, target = self.memory, self._memory_path(file_path)
         refused = _binary_name(target)
         if refused is not None:
             return WriteResult(error=f"Error: {refused}")
-        written = _attempt(lambda: self.memory.write_text(target, content))
+        written = _attempt(lambda: memory.write_text(target, content))
         if isinstance(written, _Failure):
             return WriteResult(error=written.text)
         return WriteResult(path=file_path)
@@ -325,30 +429,48 @@ class S3MemoryBackend(BackendProtocol):
         replace_all: bool = False,
     ) -> EditResult:
         """Replace ``old_string``, which must occur once; or, with ``replace_all``, every
-        occurrence. One compare-and-swap edit either way."""
-        target = self._memory_path(file_path)
+        occurrence. One compare-and-swap edit either way. A refused edit is answered in
+        deepagents' words (``perform_string_replacement``'s), with its ``replace_all`` hint."""
+        memory, target = self.memory, self._memory_path(file_path)
+        if old_string == "":
+            return EditResult(error=EMPTY_OLD_STRING_ERROR)
 
         def replace() -> int:
             if replace_all:
-                return self.memory.replace_all(target, old_string, new_string)
-            self.memory.str_replace(target, old_string, new_string)  # its answer is a snippet: unused
+                return memory.replace_all(target, old_string, new_string)
+            memory.str_replace(target, old_string, new_string)  # its answer is a snippet: unused
             return 1
 
         count = _attempt(replace)
-        if isinstance(count, _Failure):
-            return EditResult(error=count.text)
-        return EditResult(path=file_path, occurrences=count)
+        if not isinstance(count, _Failure):
+            return EditResult(path=file_path, occurrences=count)
+        if self._no_file(memory, count, target):
+            return EditResult(error=f"Error: File '{file_path}' not found")
+        if isinstance(count.error, EditError):
+            # Refused for the text (old_string absent or repeated): deepagents' answer for the
+            # text as it is now (a GET, on this path only). A text changed meanwhile so that
+            # the edit would now apply keeps s3memory's answer.
+            text = _attempt(lambda: memory.read_text(target))
+            if isinstance(text, str):
+                answer = perform_string_replacement(text, old_string, new_string, replace_all)
+                if isinstance(answer, str):
+                    return EditResult(error=answer)
+        return EditResult(error=count.text)
 
     def delete(self, file_path: str) -> DeleteResult:
         """Delete the file, or the directory with everything under it."""
-        deleted = _attempt(lambda: self.memory.delete(self._memory_path(file_path)))
+        memory = self.memory
+        deleted = _attempt(lambda: memory.delete(self._memory_path(file_path)))
         if isinstance(deleted, _Failure):
+            if isinstance(deleted.error, PathNotFoundError):
+                return DeleteResult(error=f"Error: File '{file_path}' not found")
             return DeleteResult(error=deleted.text)
         return DeleteResult(path=file_path)
 
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         """Write each file (as :meth:`write`): UTF-8 text only; bytes that are not are
         refused with ``permission_denied`` and nothing is written."""
+        memory = self.memory
         responses: list[FileUploadResponse] = []
         for path, data in files:
             try:
@@ -360,13 +482,23 @@ class S3MemoryBackend(BackendProtocol):
                 responses.append(FileUploadResponse(path=path, error=_BINARY_REFUSED))
                 continue
             target = self._memory_path(path)
-            written = _attempt(lambda: self.memory.write_text(target, text))  # noqa: B023 (called at once)
-            error = self._code(written, target) if isinstance(written, _Failure) else None
+            written = _attempt(lambda: memory.write_text(target, text))  # noqa: B023 (called at once)
+            error = self._code(memory, written, target) if isinstance(written, _Failure) else None
             responses.append(FileUploadResponse(path=path, error=error))
         return responses
 
-    # -- the protocol's error codes ------------------------------------------------------------
-    def _code(self, failure: _Failure, target: str) -> str:
+    # -- deepagents' words for s3memory's errors -----------------------------------------------
+    def _no_file(self, memory: Memory, failure: _Failure, target: str) -> bool:
+        """Whether ``failure`` means no file is at ``target``: nothing there, or a directory
+        (which deepagents' store and filesystem backends also answer as "not found")."""
+        error = failure.error
+        if isinstance(error, PathNotFoundError):
+            return True
+        if target == ROOT and isinstance(error, InvalidPathError):  # "/memories is a directory"
+            return True
+        return type(error) is InvalidCommandError and self._is_directory(memory, target)
+
+    def _code(self, memory: Memory, failure: _Failure, target: str) -> str:
         """The protocol's code for ``failure`` where one fits, else the text."""
         error = failure.error
         if isinstance(error, PathNotFoundError):
@@ -377,30 +509,35 @@ class S3MemoryBackend(BackendProtocol):
             return PERMISSION_DENIED
         if isinstance(error, PathExistsError):  # a write where a directory is
             return IS_DIRECTORY
-        if type(error) is InvalidCommandError and self._is_directory(target):  # a read of a directory
+        if type(error) is InvalidCommandError and self._is_directory(memory, target):  # a read of a directory
             return IS_DIRECTORY
         return failure.text
 
-    def _is_directory(self, target: str) -> bool:
-        files = _attempt(lambda: self.memory.list_files(target))
+    @staticmethod
+    def _is_directory(memory: Memory, target: str) -> bool:
+        files = _attempt(lambda: memory.list_files(target))
         return not isinstance(files, _Failure) and any(file.path != target for file in files)
 
 
 def deep_agent_backend(
-    memory: Memory | None = None,
+    memory: Memory | UserMemories | None = None,
     *,
     default: BackendProtocol | None = None,
+    user_id_from: Callable[[Runtime[Any]], object] | None = None,
     **options: Unpack[MemoryOptions],
 ) -> CompositeBackend:
     """A ``CompositeBackend`` for ``create_deep_agent(backend=...)``: ``/memories/`` in the
-    encrypted memory (an :class:`S3MemoryBackend` on ``memory``, or one opened from the
-    options of :func:`s3memory.open_memory`), every other path in ``default`` (deepagents'
-    ``StateBackend()``, the conversation's state, if none is given). A path that is in
-    ``/memories/`` only once normalised (``//memories/x``) is refused with ``invalid_path``
-    rather than sent to ``default`` (see the module)."""
+    encrypted memory (an :class:`S3MemoryBackend` on ``memory``, or on the options of
+    :func:`s3memory.open_memory`: with ``user_id=`` one user's memory, without it the memory
+    of each run's user, named by ``context={"user_id": ...}`` on ``invoke`` or by
+    ``user_id_from``), every other path in ``default`` (deepagents' ``StateBackend()``, the
+    conversation's state, if none is given). A path that is in ``/memories/`` only once
+    normalised (``//memories/x``) is refused with ``invalid_path`` rather than sent to
+    ``default`` (see the module). Build it once (at module scope in a server): it holds no
+    user's state."""
     return _CanonicalRoutes(
         default=default if default is not None else StateBackend(),
-        routes={MEMORIES_ROUTE: S3MemoryBackend(memory, **options)},
+        routes={MEMORIES_ROUTE: S3MemoryBackend(memory, user_id_from=user_id_from, **options)},
     )
 
 

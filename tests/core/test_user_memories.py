@@ -105,3 +105,11 @@ def test_nothing_is_left_between_users_in_the_process() -> None:
     with pytest.raises(Exception) as caught:
         other.read_text("/memories/a.md")
     assert "a.md" not in type(caught.value).__name__
+
+
+def test_a_sample_memory_shows_what_every_user_shares() -> None:
+    store = InMemoryStore()
+    memories = UserMemories(store=store, master_key=KEY, mounts=[Mount("shared", "team")])
+    sample = memories.sample()
+    assert isinstance(sample, MountedMemory) and [mount.name for mount in sample.mounts] == ["shared"]
+    assert list(store.list("")) == []  # nothing written

@@ -16,6 +16,7 @@ import logging
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,20 @@ from deepagents.backends.protocol import BackendProtocol
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from s3memory import EncryptedMemory, InMemoryStore, KeyCache, Mount, MountedMemory, open_memory
+from s3memory import (
+    ConfigurationError,
+    EncryptedMemory,
+    InMemoryStore,
+    KeyCache,
+    Mount,
+    MountedMemory,
+    NoUserError,
+    UserMemories,
+    open_memory,
+)
 from s3memory.integrations.deepagents import MEMORIES_ROUTE, S3MemoryBackend, deep_agent_backend
 from s3memory.stores import DelegatingStore
 
@@ -54,8 +66,10 @@ class ScriptedChatModel(GenericFakeChatModel):
     that accepts tools and records every message list it was sent."""
 
     seen: list[list[BaseMessage]] = Field(default_factory=list)
+    tools: list[Any] = Field(default_factory=list)
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        self.tools = list(tools)
         return self
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
@@ -113,31 +127,30 @@ def check_protocol(memory: EncryptedMemory | MountedMemory, tmp_path: Path) -> N
     assert (written.error, written.path) == (None, tea)
     assert memory.read_text(tea) == "tea: green\nmilk: no\nsugar: no\n"
 
-    # edit: unique; not unique (s3memory's refusal); every occurrence; absent
+    # edit: unique; not unique (deepagents' refusal, with its replace_all hint); every occurrence; absent
     refused = backend.edit(tea, "no", "never")
     assert refused.path is None
     assert refused.error == (
-        "No replacement was performed. Multiple occurrences of old_str `no` in lines: 2, 3. Please ensure it is unique"
+        "Error: String 'no' appears 2 times in file. Use replace_all=True to replace all instances, "
+        "or provide a more specific string with surrounding context."
     )
     assert backend.edit(tea, "no", "never", replace_all=True).occurrences == 2
     edited = backend.edit(tea, "green", "oolong")
     assert (edited.error, edited.path, edited.occurrences) == (None, tea, 1)
     assert memory.read_text(tea) == "tea: oolong\nmilk: never\nsugar: never\n"
     size = len("tea: oolong\nmilk: never\nsugar: never\n")
-    assert backend.edit(tea, "coffee", "x").error == (
-        f"No replacement was performed, old_str `coffee` did not appear verbatim in {tea}."
-    )
+    assert backend.edit(tea, "coffee", "x").error == "Error: String not found in file: 'coffee'"
+    assert backend.edit("/memories/nope.md", "a", "b").error == "Error: File '/nope.md' not found"
 
     # read: a window, raw (the middleware numbers the lines)
     window = backend.read(tea, offset=1, limit=1)
     assert window.error is None and window.file_data == {"content": "milk: never\n", "encoding": "utf-8"}
     assert (window.start_line, window.end_line, window.total_lines, window.next_offset) == (2, 2, 3, 2)
     assert backend.read(tea).file_data == {"content": memory.read_text(tea), "encoding": "utf-8"}
-    # s3memory's text without its "Error: " (the read_file tool puts one before it)
-    assert backend.read("/memories/notes").error == "/memories/notes is a directory, not a file"
-    assert backend.read("/memories/nope.md").error == (
-        "The path /memories/nope.md does not exist. Please provide a valid path."
-    )
+    # deepagents' words, without "Error: " (the read_file tool puts one before it); the path is
+    # the backend's, below the route, as for deepagents' own backends in a CompositeBackend
+    assert backend.read("/memories/notes").error == "File '/notes' not found"  # a directory, as StoreBackend
+    assert backend.read("/memories/nope.md").error == "File '/nope.md' not found"
 
     # ls: direct children, directories with a slash; a missing directory is empty; a file is no directory
     assert backend.ls("/memories").entries == [
@@ -148,7 +161,7 @@ def check_protocol(memory: EncryptedMemory | MountedMemory, tmp_path: Path) -> N
     assert backend.ls("/memories/notes").entries == [{"path": tea, "is_dir": False, "size": size}]
     assert backend.ls("/memories/nope") == backend.ls("/memories/nope/")
     assert backend.ls("/memories/nope").entries == []
-    assert backend.ls(tea).error == f"Path '{tea}': not_a_directory"
+    assert backend.ls(tea).error == "Path '/notes/tea.md': not_a_directory"
 
     # grep: literal, every file under the path, glob-filtered, capped
     assert backend.grep("never", path="/memories").matches == [
@@ -214,7 +227,7 @@ def check_protocol(memory: EncryptedMemory | MountedMemory, tmp_path: Path) -> N
     # delete: a directory with everything in it; then nothing is there
     deleted = backend.delete("/memories/notes")
     assert (deleted.error, deleted.path) == (None, "/memories/notes")
-    assert backend.delete("/memories/notes").error == "Error: The path /memories/notes does not exist"
+    assert backend.delete("/memories/notes").error == "Error: File '/notes' not found"
     assert backend.delete("/memories").error == "Error: Cannot delete the /memories directory itself"
 
     # paths outside /memories/ go to the default backend, never to the store
@@ -278,8 +291,12 @@ def test_construction(mem: EncryptedMemory) -> None:
     assert not isinstance(S3MemoryBackend(mem), SandboxBackendProtocol)  # runs no commands
     with pytest.raises(TypeError, match="not both"):
         S3MemoryBackend(mem, user_id="alice")
-    with pytest.raises(TypeError, match="user_id"):
-        S3MemoryBackend()
+    with pytest.raises(ConfigurationError, match="bucket"):
+        S3MemoryBackend()  # no user: a backend of many users, but on no store
+    with pytest.raises(TypeError, match="user_id_from= is for a backend of many users"):
+        S3MemoryBackend(mem, user_id_from=lambda runtime: "alice")
+    with pytest.raises(TypeError, match="user_id_from= is for a backend of many users"):
+        deep_agent_backend(user_id="bob", store=InMemoryStore(), master_key=MASTER_KEY, user_id_from=lambda r: "x")
     composite = deep_agent_backend(mem)
     assert isinstance(composite, CompositeBackend) and isinstance(composite.default, StateBackend)
     ((route, routed),) = composite.routes.items()
@@ -289,6 +306,17 @@ def test_construction(mem: EncryptedMemory) -> None:
     built = deep_agent_backend(user_id="carol", store=InMemoryStore(), master_key=MASTER_KEY)
     routed = built.routes["/memories/"]
     assert isinstance(routed, S3MemoryBackend) and routed.memory.layout.tenant == "carol"  # type: ignore[union-attr]
+    # memory= a UserMemories: each run's user, opened by it (here with an opener of one's own)
+    store = InMemoryStore()
+    opened: list[str] = []
+
+    def opener(user_id: str) -> EncryptedMemory:
+        opened.append(user_id)
+        return open_memory(user_id=user_id, store=store, master_key=MASTER_KEY)
+
+    agent, _ = agent_for(deep_agent_backend(UserMemories(opener)), call("ls", path="/memories"))
+    agent.invoke({"messages": [{"role": "user", "content": "x"}]}, context={"user_id": "dora"})
+    assert opened == ["dora"]
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -450,19 +478,19 @@ def test_deep_agent_sees_errors_as_error_results(mem: EncryptedMemory) -> None:
     )
     assert results == [
         ("write_file", "error", GUARD_REFUSAL),
-        ("read_file", "error", "Error: The path /memories/missing.md does not exist. Please provide a valid path."),
+        ("read_file", "error", "Error: File '/missing.md' not found"),
         (
             "edit_file",
             "error",
-            "No replacement was performed. Multiple occurrences of old_str `one` in lines: 1, 2. "
-            "Please ensure it is unique",
+            "Error: String 'one' appears 2 times in file. Use replace_all=True to replace all instances, "
+            "or provide a more specific string with surrounding context.",
         ),
-        ("edit_file", "error", "Error: The path /memories/missing.md does not exist. Please provide a valid path."),
+        ("edit_file", "error", "Error: File '/missing.md' not found"),
         # deepagents refuses traversal before any backend is asked (the backend refuses it too:
         # test_protocol's invalid_path, and the next test)
         ("read_file", "error", "Error: Path traversal not allowed: /memories/../etc/passwd"),
-        ("delete", "error", "Error: The path /memories/missing.md does not exist"),
-        ("ls", "error", "Error: Path '/memories/a.md': not_a_directory"),
+        ("delete", "error", "Error: File '/missing.md' not found"),
+        ("ls", "error", "Error: Path '/a.md': not_a_directory"),
     ]
     assert [f.path for f in mem.list_files()] == ["/memories/a.md"]
     assert mem.read_text("/memories/a.md") == "one\none\n"
@@ -637,6 +665,182 @@ def test_deep_agent_on_moto_s3(s3_client: Any) -> None:
     assert results[2][2] == "/memories/todo.md"
     assert routed.memory.read_text("/memories/todo.md") == "- call Carol\n"
     assert [f.path for f in routed.memory.list_files()] == ["/memories/AGENTS.md", "/memories/todo.md"]
+
+
+# -- many users through one agent ------------------------------------------------------------
+
+REQUEST = {"messages": [{"role": "user", "content": "remember"}]}
+
+
+@dataclass
+class RunContext:
+    """A typed run context, as a LangGraph ``context_schema`` would be."""
+
+    user_id: str
+
+
+def users_backend(store: InMemoryStore, **options: Any) -> CompositeBackend:
+    """The backend of a server: no user_id, so each run's user."""
+    return deep_agent_backend(store=store, master_key=MASTER_KEY, key_cache=KeyCache(), **options)
+
+
+def memory_of(store: InMemoryStore, user_id: str) -> EncryptedMemory:
+    return open_memory(user_id=user_id, store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+
+
+def test_two_users_through_one_agent_are_isolated() -> None:
+    """One backend and one agent, built once (at module scope in a server), serve two users,
+    each run's user named by its context (a mapping or an object with ``user_id``) or its
+    config: each run reads and writes its user's memory only, AGENTS.md included."""
+    store = InMemoryStore()
+    memory_of(store, "alice").create("/memories/AGENTS.md", "- Alice drinks tea\n")
+    memory_of(store, "bob").create("/memories/AGENTS.md", "- Bob drinks coffee\n")
+    agent, model = agent_for(
+        users_backend(store),
+        call("write_file", file_path="/memories/notes.md", content="alice's note\n"),
+        AIMessage(content="done"),
+        call("read_file", file_path="/memories/notes.md"),
+        call("write_file", file_path="/memories/notes.md", content="bob's note\n"),
+        call("ls", path="/memories"),
+        AIMessage(content="done"),
+        call("read_file", file_path="/memories/notes.md"),
+        call("grep", pattern="note"),
+        memory=["/memories/AGENTS.md"],
+    )
+    first = agent.invoke(REQUEST, context={"user_id": "alice"})
+    second = agent.invoke(REQUEST, context=RunContext("bob"))
+    third = agent.invoke(REQUEST, config={"configurable": {"user_id": "alice"}})
+    assert tool_results(first) == [("write_file", "success", "Updated file /memories/notes.md")]
+    assert tool_results(second) == [
+        ("read_file", "error", "Error: File '/notes.md' not found"),  # alice's note is not bob's
+        ("write_file", "success", "Updated file /memories/notes.md"),
+        ("ls", "success", "['/memories/AGENTS.md', '/memories/notes.md']"),
+    ]
+    assert tool_results(third) == [
+        ("read_file", "success", "@@ lines 1-1 of 1 @@\nalice's note"),
+        ("grep", "success", "/memories/notes.md"),
+    ]
+    assert memory_of(store, "alice").read_text("/memories/notes.md") == "alice's note\n"
+    assert memory_of(store, "bob").read_text("/memories/notes.md") == "bob's note\n"
+    # each run's system prompt holds its own user's AGENTS.md (runs of 2, 4 and 3 model calls)
+    prompts = [model.seen[i][0].text for i in (0, 2, 6)]
+    assert ["Alice drinks tea" in p for p in prompts] == [True, False, True]
+    assert ["Bob drinks coffee" in p for p in prompts] == [False, True, False]
+
+
+def test_context_names_the_user_before_config() -> None:
+    store = InMemoryStore()
+    agent, _ = agent_for(users_backend(store), call("write_file", file_path="/memories/x.md", content="x\n"))
+    agent.invoke(REQUEST, context={"user_id": "bob"}, config={"configurable": {"user_id": "alice"}})
+    assert [f.path for f in memory_of(store, "bob").list_files()] == ["/memories/x.md"]
+    assert memory_of(store, "alice").list_files() == []
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        {},
+        {"context": {"user_id": ""}},
+        {"context": {"user": "alice"}},
+        {"context": RunContext("")},
+        {"config": {"configurable": {"thread_id": "t1"}}},
+    ],
+    ids=["nothing", "empty", "other-key", "empty-attribute", "config-without-user"],
+)
+def test_a_run_naming_no_user_is_refused_to_the_caller(how: dict[str, Any]) -> None:
+    """NoUserError reaches whoever called invoke (from the first tool call), never the model,
+    and nothing is written."""
+    store = InMemoryStore()
+    agent, model = agent_for(users_backend(store), call("write_file", file_path="/memories/x.md", content="x\n"))
+    with pytest.raises(NoUserError, match=r"pass context=\{'user_id': \.\.\.\} to agent\.invoke"):
+        agent.invoke(REQUEST, **how)
+    assert len(model.seen) == 1  # the turn that called the tool; no tool result went back
+    assert list(store.list("")) == []
+
+
+def test_a_run_naming_no_user_is_refused_on_ainvoke_and_before_the_model() -> None:
+    """Under ainvoke too; and with memory=[AGENTS.md], before the first model call."""
+    store = InMemoryStore()
+    agent, model = agent_for(users_backend(store), memory=["/memories/AGENTS.md"])
+    with pytest.raises(NoUserError):
+        asyncio.run(agent.ainvoke(REQUEST))
+    assert model.seen == []
+    agent, model = agent_for(
+        users_backend(store),
+        call("ls", path="/memories"),
+        call("write_file", file_path="/memories/x.md", content="x\n"),
+    )
+    with pytest.raises(NoUserError):
+        asyncio.run(agent.ainvoke(REQUEST))
+    assert len(model.seen) == 1
+    # named, the same agent's async run works on that user's memory
+    out = asyncio.run(agent.ainvoke(REQUEST, context={"user_id": "erin"}))
+    assert tool_results(out) == [("write_file", "success", "Updated file /memories/x.md")]
+    assert [f.path for f in memory_of(store, "erin").list_files()] == ["/memories/x.md"]
+
+
+def test_the_model_cannot_choose_the_user() -> None:
+    """The user is the run's, never the tool input's: no tool the model is given has a user
+    field, a user_id the model adds to a call changes nothing, and no path reaches another
+    user's memory."""
+    store = InMemoryStore()
+    memory_of(store, "alice").create("/memories/secret.md", "alice's secret\n")
+    agent, model = agent_for(
+        users_backend(store),
+        call("read_file", file_path="/memories/secret.md", user_id="alice"),
+        call("write_file", file_path="/memories/x.md", content="x\n", user_id="alice"),
+        call("read_file", file_path="/memories/../alice/memories/secret.md"),
+        call("grep", pattern="secret", path="/"),
+    )
+    out = agent.invoke(REQUEST, context={"user_id": "mallory"})
+    assert tool_results(out) == [
+        ("read_file", "error", "Error: File '/secret.md' not found"),
+        ("write_file", "success", "Updated file /memories/x.md"),
+        ("read_file", "error", "Error: Path traversal not allowed: /memories/../alice/memories/secret.md"),
+        ("grep", "success", "No matches found"),
+    ]
+    assert [f.path for f in memory_of(store, "mallory").list_files()] == ["/memories/x.md"]
+    assert [f.path for f in memory_of(store, "alice").list_files()] == ["/memories/secret.md"]
+    fields = {
+        name for tool in model.tools for name in convert_to_openai_tool(tool)["function"]["parameters"]["properties"]
+    }
+    assert {"file_path", "content", "old_string", "pattern"} <= fields
+    assert not [name for name in fields if "user" in name or "tenant" in name]
+
+
+def test_user_id_from_names_the_user() -> None:
+    """``user_id_from`` overrides the default: here the run's context's ``tenant``. What it
+    raises, and a user id s3memory refuses, reach the caller of invoke."""
+    store = InMemoryStore()
+    backend = users_backend(store, user_id_from=lambda runtime: runtime.context["tenant"])
+    agent, _ = agent_for(
+        backend,
+        call("write_file", file_path="/memories/x.md", content="acme\n"),
+        AIMessage(content="done"),
+        call("ls", path="/memories"),  # the second run's only turn: it fails at this call
+        call("ls", path="/memories"),  # and the third's
+    )
+    agent.invoke(REQUEST, context={"tenant": "acme", "user_id": "alice"})
+    assert [f.path for f in memory_of(store, "acme").list_files()] == ["/memories/x.md"]
+    assert memory_of(store, "alice").list_files() == []
+    with pytest.raises(KeyError, match="tenant"):
+        agent.invoke(REQUEST, context={"user_id": "alice"})
+    with pytest.raises(ConfigurationError, match="is not allowed"):
+        agent.invoke(REQUEST, context={"tenant": "../bob"})
+
+
+def test_a_subagent_works_on_the_memory_of_the_run_user() -> None:
+    """The task tool's subagent runs inside the run: same context, same user."""
+    store = InMemoryStore()
+    agent, _ = agent_for(
+        users_backend(store),
+        call("task", description="note that tea is green", subagent_type="general-purpose"),
+        call("write_file", file_path="/memories/tea.md", content="green\n"),
+        AIMessage(content="noted"),
+    )
+    out = agent.invoke(REQUEST, context={"user_id": "alice"})
+    assert tool_results(out) == [("task", "success", "noted")]
+    assert memory_of(store, "alice").read_text("/memories/tea.md") == "green\n"
 
 
 # -- the example -------------------------------------------------------------------------------

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import io
+import json
 import logging
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +29,27 @@ pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
+from langchain.tools import ToolRuntime
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, SecretStr
 
 from s3memory import (
+    ConfigurationError,
     EncryptedMemory,
     InMemoryStore,
     InvalidPathError,
     KeyCache,
     Mount,
     MountedMemory,
+    NoUserError,
     PathExistsError,
     PreconditionFailedError,
+    UserMemories,
     memory_stores_prompt,
     open_memory,
 )
@@ -531,13 +538,267 @@ def test_on_s3_from_the_open_memory_options(s3_client: Any) -> None:
 def test_memory_or_options_not_both_nor_neither(memory: EncryptedMemory) -> None:
     with pytest.raises(TypeError, match="not both"):
         S3ClaudeMemoryMiddleware(memory, user_id="bob")
-    with pytest.raises(TypeError, match="user_id"):
+    with pytest.raises(TypeError, match="not both"):
+        S3ClaudeMemoryMiddleware(UserMemories(store=InMemoryStore(), master_key=MASTER_KEY), store=InMemoryStore())
+    with pytest.raises(ConfigurationError, match=r"give bucket=\.\.\. .* or store=\.\.\."):
         S3ClaudeMemoryMiddleware()
     # A misspelt option is named, not taken for an option of open_memory.
     with pytest.raises(TypeError, match="unexpected keyword argument 'sytem_prompt'"):
         S3ClaudeMemoryMiddleware(memory, sytem_prompt="x")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sytem_prompt'"):
+        S3ClaudeMemoryMiddleware(store=InMemoryStore(), master_key=MASTER_KEY, sytem_prompt="x")  # type: ignore[call-arg]
+    # user_id_from names each run's user: with one user's memory it would mean nothing.
+    with pytest.raises(TypeError, match="user_id_from"):
+        S3ClaudeMemoryMiddleware(memory, user_id_from=lambda runtime: "bob")
+    with pytest.raises(TypeError, match="user_id_from"):
+        memory_tool(store=InMemoryStore(), user_id="bob", master_key=MASTER_KEY, user_id_from=lambda runtime: "bob")
     tool = memory_tool(store=InMemoryStore(), user_id="bob", master_key=MASTER_KEY, key_cache=KeyCache())
     assert "File created" in tool.invoke({"command": "create", "path": "/memories/a.md", "file_text": "x"})
+
+
+# -- many users through one agent ----------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    user_id: str
+
+
+class ConversationModel(BaseChatModel):
+    """A fake chat model with no state of its own, so that one agent serves concurrent runs:
+    the run's first human message is its script (JSON: a list of turns, each a list of
+    memory calls), and the n-th model call of a run answers its n-th turn, then "done"."""
+
+    started: Any = None  # a threading.Barrier the first model call of each run waits at
+    calls: list[str] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self
+
+    @property
+    def _llm_type(self) -> str:
+        return "conversation"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        script = json.loads(next(m for m in messages if isinstance(m, HumanMessage)).text)
+        turn = sum(isinstance(m, AIMessage) for m in messages)
+        self.calls.append(script and script[0] and script[0][0].get("path"))
+        if turn == 0 and self.started is not None:
+            self.started.wait()  # every run is under way at once
+        if turn < len(script):
+            calls = [
+                {"name": "memory", "args": a, "id": f"t{turn}.{i}", "type": "tool_call"}
+                for i, a in enumerate(script[turn])
+            ]
+            message = AIMessage(content="", tool_calls=calls)  # type: ignore[arg-type]
+        else:
+            message = AIMessage(content="done")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def ask(*turns: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"messages": [HumanMessage(json.dumps(list(turns)))]}
+
+
+def results(out: dict[str, Any]) -> list[str]:
+    return [
+        m.text if m.status == "success" else f"ERROR {m.text}" for m in out["messages"] if isinstance(m, ToolMessage)
+    ]
+
+
+def create(path: str, text: str) -> dict[str, Any]:
+    return {"command": "create", "path": path, "file_text": text}
+
+
+def view(path: str) -> dict[str, Any]:
+    return {"command": "view", "path": path}
+
+
+@pytest.fixture
+def users(store: Recording) -> S3ClaudeMemoryMiddleware:
+    """The middleware of a server: built once, with the store's options and no user_id."""
+    return S3ClaudeMemoryMiddleware(store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+
+
+def memory_of(store: ObjectStore, user_id: str) -> EncryptedMemory:
+    return open_memory(user_id=user_id, store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_one_agent_serves_two_users_each_in_their_own_memory(
+    users: S3ClaudeMemoryMiddleware, store: Recording, asynchronous: bool
+) -> None:
+    assert isinstance(users.memory, UserMemories)
+    agent = create_agent(ConversationModel(), tools=[], middleware=[users], context_schema=Context)
+
+    def converse(user_id: str, *turns: list[dict[str, Any]]) -> list[str]:
+        question: Any = ask(*turns)
+        context = Context(user_id=user_id)
+        if asynchronous:
+            return results(asyncio.run(agent.ainvoke(question, context=context)))
+        return results(agent.invoke(question, context=context))
+
+    assert converse("alice", [create("/memories/notes.md", "alice: tea\n")]) == [
+        "File created successfully at: /memories/notes.md"
+    ]
+    # bob sees none of alice's files, and his own file of the same name is his
+    (bob_view,) = converse("bob", [view("/memories")])
+    assert bob_view.endswith("0B\t/memories")
+    assert converse("bob", [create("/memories/notes.md", "bob: coffee\n")], [view("/memories/notes.md")]) == [
+        "File created successfully at: /memories/notes.md",
+        "Here's the content of /memories/notes.md with line numbers:\n     1\tbob: coffee\n     2\t",
+    ]
+    (alice_read,) = converse("alice", [view("/memories/notes.md")])
+    assert alice_read.endswith("     1\talice: tea\n     2\t")
+    assert memory_of(store, "alice").read_text("/memories/notes.md") == "alice: tea\n"
+    assert memory_of(store, "bob").read_text("/memories/notes.md") == "bob: coffee\n"
+
+
+@pytest.mark.parametrize("how", ["threads", "ainvoke"])
+def test_many_users_at_once_through_one_agent(users: S3ClaudeMemoryMiddleware, store: Recording, how: str) -> None:
+    """Concurrent runs of one agent, one user each (in threads, or ``ainvoke`` gathered on one
+    event loop): every run's first model call waits until all of them have started, so
+    their memory calls overlap."""
+    names = [f"user-{n}" for n in range(4)]
+    model = ConversationModel(started=threading.Barrier(len(names), timeout=30))
+    agent = create_agent(model, tools=[], middleware=[users], context_schema=Context)
+    answers: dict[str, list[str]] = {}
+
+    def question(user_id: str) -> Any:
+        return ask([create(f"/memories/{user_id}.md", f"{user_id}\n")], [view("/memories")])
+
+    def converse(user_id: str) -> None:
+        answers[user_id] = results(agent.invoke(question(user_id), context=Context(user_id=user_id)))
+
+    async def aconverse(user_id: str) -> None:
+        answers[user_id] = results(await agent.ainvoke(question(user_id), context=Context(user_id=user_id)))
+
+    async def gathered() -> None:
+        await asyncio.gather(*(aconverse(name) for name in names))
+
+    if how == "threads":
+        threads = [threading.Thread(target=converse, args=(name,)) for name in names]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    else:
+        asyncio.run(gathered())
+    assert sorted(answers) == names
+    for name in names:
+        created, listed = answers[name]
+        assert created == f"File created successfully at: /memories/{name}.md"
+        assert [line.split("\t")[1] for line in listed.splitlines()[1:]] == ["/memories", f"/memories/{name}.md"]
+        mine = memory_of(store, name)
+        assert [e.path for e in mine.list_files()] == [f"/memories/{name}.md"]
+        assert mine.read_text(f"/memories/{name}.md") == f"{name}\n"
+
+
+class Account:
+    """A context of the application's own: its user is ``account``, not ``user_id``."""
+
+    def __init__(self, account: str) -> None:
+        self.account = account
+
+
+@pytest.mark.parametrize(
+    "invoke_with",
+    [
+        pytest.param({"context": Context(user_id="carol")}, id="context-attribute"),
+        pytest.param({"context": {"user_id": "carol"}}, id="context-mapping"),
+        pytest.param({"config": {"configurable": {"user_id": "carol"}}}, id="configurable"),
+        pytest.param(
+            {"context": {"user_id": "carol"}, "config": {"configurable": {"user_id": "dave"}}}, id="context-first"
+        ),
+    ],
+)
+def test_where_a_run_names_its_user(
+    users: S3ClaudeMemoryMiddleware, store: Recording, invoke_with: dict[str, Any]
+) -> None:
+    agent = create_agent(ConversationModel(), tools=[], middleware=[users])
+    assert results(agent.invoke(ask([create("/memories/a.md", "x")]), **invoke_with)) == [
+        "File created successfully at: /memories/a.md"
+    ]
+    assert [e.path for e in memory_of(store, "carol").list_files()] == ["/memories/a.md"]
+    assert not memory_of(store, "dave").list_files()
+
+
+def test_user_id_from_reads_the_user_elsewhere(store: Recording) -> None:
+    seen: list[Any] = []
+
+    def account_of(runtime: ToolRuntime[Any, Any]) -> str:
+        seen.append(runtime)
+        return str(runtime.context.account)
+
+    middleware = S3ClaudeMemoryMiddleware(store=store, master_key=MASTER_KEY, user_id_from=account_of)
+    agent = create_agent(ConversationModel(), tools=[], middleware=[middleware], context_schema=Account)
+    out = agent.invoke(ask([create("/memories/a.md", "x")]), context=Account("erin"))
+    assert results(out) == ["File created successfully at: /memories/a.md"]
+    assert [e.path for e in memory_of(store, "erin").list_files()] == ["/memories/a.md"]
+    # before each of the two model calls, and for the memory call (which has its id)
+    assert all(isinstance(runtime, ToolRuntime) for runtime in seen)
+    assert [runtime.tool_call_id for runtime in seen] == [None, "t0.0", None]
+    with pytest.raises(NoUserError, match="user_id_from= found no user"):
+        agent.invoke(ask([view("/memories")]), context=Account(""))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_a_run_that_names_no_user_is_refused_before_the_model_is_called(
+    users: S3ClaudeMemoryMiddleware, store: Recording, asynchronous: bool
+) -> None:
+    model = ConversationModel()
+    agent = create_agent(model, tools=[], middleware=[users])
+    question: Any = ask([create("/memories/a.md", "x")])
+    for unnamed in ({}, {"context": {"user_id": ""}}, {"context": Context(user_id=None)}, {"config": {}}):  # type: ignore[arg-type]
+        with pytest.raises(NoUserError, match=r"names no user.*context=\{'user_id': \.\.\.\}"):
+            if asynchronous:
+                asyncio.run(agent.ainvoke(question, **unnamed))
+            else:
+                agent.invoke(question, **unnamed)
+    assert not model.calls
+    assert not store.requests
+
+
+@pytest.mark.parametrize("user_id", ["../bob", "bob/alice", "Bob Smith", "memories", 42])
+def test_an_invalid_user_id_is_refused(users: S3ClaudeMemoryMiddleware, store: Recording, user_id: object) -> None:
+    model = ConversationModel()
+    agent = create_agent(model, tools=[], middleware=[users])
+    with pytest.raises(ConfigurationError, match="user_id"):
+        agent.invoke(ask([create("/memories/a.md", "x")]), context={"user_id": user_id})
+    assert not model.calls
+    assert not store.requests
+
+
+def test_the_model_cannot_choose_the_user(users: S3ClaudeMemoryMiddleware, store: Recording) -> None:
+    """Fields the model adds to its tool input, named as the run's user is named, change
+    nothing: the ``runtime`` LangGraph injects replaces the model's, and the rest is ignored."""
+    agent = create_agent(ConversationModel(), tools=[], middleware=[users], context_schema=Context)
+    bob = {"user_id": "bob", "context": {"user_id": "bob"}, "configurable": {"user_id": "bob"}}
+    out = agent.invoke(
+        ask([{**create("/memories/a.md", "alice's\n"), **bob, "runtime": {"context": {"user_id": "bob"}}}]),
+        context=Context(user_id="alice"),
+    )
+    assert results(out) == ["File created successfully at: /memories/a.md"]
+    assert memory_of(store, "alice").read_text("/memories/a.md") == "alice's\n"
+    assert not memory_of(store, "bob").list_files()
+    # Outside a LangGraph run no runtime is injected: what the caller passes is not one.
+    with pytest.raises(NoUserError, match="LangGraph run"):
+        users.tool.invoke({"command": "view", "path": "/memories", "runtime": {"context": {"user_id": "bob"}}})
+
+
+def test_the_memory_tool_alone_serves_each_runs_user(store: Recording) -> None:
+    """``memory_tool`` without user_id, in ``create_agent``'s tools: the user of each call's
+    run; a run with none ends with NoUserError at the memory call, never told to the model."""
+    tool_ = memory_tool(store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    model = ConversationModel()
+    agent = create_agent(model, tools=[tool_])
+    out = agent.invoke(ask([create("/memories/a.md", "x")]), context={"user_id": "frank"})
+    assert results(out) == ["File created successfully at: /memories/a.md"]
+    assert [e.path for e in memory_of(store, "frank").list_files()] == ["/memories/a.md"]
+    model.calls.clear()
+    with pytest.raises(NoUserError):
+        agent.invoke(ask([view("/memories")]))
+    assert len(model.calls) == 1  # the model asked for the memory, and heard nothing back
 
 
 # -- why not the stock middleware --------------------------------------------------------------

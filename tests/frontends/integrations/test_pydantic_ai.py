@@ -19,6 +19,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from unittest.mock import ANY
 
@@ -28,7 +29,7 @@ from helpers.fake_messages_api import MessagesAPI, use
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability, NativeTool
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -39,6 +40,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 
 from s3memory import (
+    ConfigurationError,
     EditError,
     EncryptedMemory,
     InMemoryStore,
@@ -46,12 +48,14 @@ from s3memory import (
     KeyCache,
     Mount,
     MountedMemory,
+    NoUserError,
     PathExistsError,
+    UserMemories,
     memory_stores_prompt,
     open_memory,
 )
 from s3memory.integrations._common import MEMORY_TOOL_DESCRIPTION
-from s3memory.integrations.pydantic_ai import MEMORY_INPUT_SCHEMA, S3Memory, memory_toolset
+from s3memory.integrations.pydantic_ai import MEMORY_INPUT_SCHEMA, S3Memory, memory_toolset, user_id_of_deps
 from s3memory.stores import DelegatingStore, ObjectStore
 
 WRITES = {"put", "copy", "delete", "delete_version", "purge", "put_tags"}
@@ -502,8 +506,12 @@ def test_on_s3_from_the_open_memory_options(s3_client: Any) -> None:
 def test_memory_or_options_not_both_nor_neither(memory: EncryptedMemory) -> None:
     with pytest.raises(TypeError, match="not both"):
         S3Memory(memory, user_id="bob")
-    with pytest.raises(TypeError, match="user_id"):
+    with pytest.raises(ConfigurationError, match=r"give bucket=.* or store="):  # per user, but stored nowhere
         S3Memory()
+    with pytest.raises(TypeError, match="user_id_from= names each run's user"):
+        S3Memory(memory, user_id_from=user_id_of_deps)
+    with pytest.raises(TypeError, match="user_id_from= names each run's user"):
+        memory_toolset(user_id="bob", store=InMemoryStore(), master_key=MASTER_KEY, user_id_from=user_id_of_deps)
     with pytest.raises(TypeError, match="not both"):
         memory_toolset(memory, user_id="bob")
     assert S3Memory(memory).memory is memory
@@ -521,6 +529,171 @@ def test_one_memory_tool_an_agent(memory: EncryptedMemory) -> None:
 def test_import_s3memory_does_not_load_pydantic_ai() -> None:
     code = "import sys, s3memory; print('pydantic_ai' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+# -- many users, one agent: the run's user from its deps ----------------------------------------
+
+
+def memory_of(store: ObjectStore, user_id: str) -> EncryptedMemory:
+    memory = open_memory(user_id=user_id, store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    assert isinstance(memory, EncryptedMemory)
+    return memory
+
+
+@dataclass
+class Request:
+    """An application's deps object: the user is an attribute."""
+
+    user_id: str | None
+    locale: str = "en"
+
+
+def notes_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A stateless scripted model (one instance serves every run): it writes the prompt to
+    /memories/note.md, then views /memories, then answers with what the view showed."""
+    prompt = str(messages[0].parts[-1].content)  # type: ignore[union-attr]
+    done = results(messages)
+    if not done:
+        call = {"command": "create", "path": "/memories/note.md", "file_text": prompt + "\n"}
+    elif len(done) == 1:
+        call = {"command": "view", "path": "/memories"}
+    else:
+        return ModelResponse(parts=[TextPart(texts(done)[-1])])
+    return ModelResponse(parts=[ToolCallPart("memory", call, tool_call_id=f"c{len(done)}")])
+
+
+def test_one_agent_serves_many_users_each_named_by_the_runs_deps(store: Recording) -> None:
+    capability = S3Memory(store=store, master_key=MASTER_KEY, key_cache=KeyCache())  # no user_id: per run
+    assert isinstance(capability.memory, UserMemories)
+    agent = Agent(FunctionModel(notes_model), capabilities=[capability], retries=0)
+    # the three default places: deps itself (a str), deps["user_id"], deps.user_id
+    for deps, user in [("alice", "alice"), ({"user_id": "bob"}, "bob"), (Request("carol"), "carol")]:
+        result = agent.run_sync(f"{user} likes tea", deps=deps)
+        assert [part.outcome for part in results(result.all_messages())] == ["success", "success"]
+        assert result.output.endswith("/memories/note.md")  # the view: one file, this user's
+    for user in ["alice", "bob", "carol"]:
+        memory = memory_of(store, user)
+        assert [entry.path for entry in memory.list_files()] == ["/memories/note.md"]
+        assert memory.read_text("/memories/note.md") == f"{user} likes tea\n"
+    # a later run reads its own user's file, never another's
+    script = Script({"command": "view", "path": "/memories/note.md"})
+    parts = results(Agent(FunctionModel(script), capabilities=[capability]).run_sync("?", deps="bob").all_messages())
+    assert texts(parts) == [
+        "Here's the content of /memories/note.md with line numbers:\n     1\tbob likes tea\n     2\t"
+    ]
+
+
+def test_async_runs_of_two_users_at_once_are_isolated(store: Recording) -> None:
+    """Both runs are in flight together (each waits at a barrier for the other's first request)."""
+    barrier = asyncio.Barrier(2)
+    prompts: list[str] = []
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            prompts.append(str(messages[0].parts[-1].content))  # type: ignore[union-attr]
+            await asyncio.wait_for(barrier.wait(), timeout=10)
+        return notes_model(messages, info)
+
+    agent = Agent(FunctionModel(model), capabilities=[S3Memory(store=store, master_key=MASTER_KEY)], retries=0)
+
+    async def main() -> list[str]:
+        runs = await asyncio.gather(
+            agent.run("alice: oolong", deps={"user_id": "alice"}), agent.run("bob: coffee", deps=Request("bob"))
+        )
+        return [run.output for run in runs]
+
+    outputs = asyncio.run(main())
+    assert sorted(prompts) == ["alice: oolong", "bob: coffee"]
+    assert all(output.endswith("\t/memories/note.md") for output in outputs)
+    assert memory_of(store, "alice").read_text("/memories/note.md") == "alice: oolong\n"
+    assert memory_of(store, "bob").read_text("/memories/note.md") == "bob: coffee\n"
+
+
+@pytest.mark.parametrize(
+    "deps",
+    [None, "", {}, {"user_id": None}, {"user": "alice"}, Request(None), object()],
+    ids=["None", "empty", "empty-mapping", "user_id-None", "other-key", "attribute-None", "object"],
+)
+def test_a_run_that_names_no_user_is_refused_before_the_model_is_asked(store: Recording, deps: object) -> None:
+    script = Script({"command": "create", "path": "/memories/a.md", "file_text": "x"})
+    agent = Agent(FunctionModel(script), capabilities=[S3Memory(store=store, master_key=MASTER_KEY)])
+    store.requests.clear()
+    with pytest.raises(NoUserError, match=r"names no user.*pass deps= to agent\.run"):
+        agent.run_sync("remember", deps=deps)
+    assert script.infos == []  # no model request: nothing the model could see or answer
+    assert not [verb for verb in store.requests if verb in WRITES]
+
+
+def test_a_toolset_alone_refuses_a_run_without_a_user_too(store: Recording) -> None:
+    script = Script()
+    agent = Agent(FunctionModel(script), toolsets=[memory_toolset(store=store, master_key=MASTER_KEY)])
+    with pytest.raises(NoUserError):
+        agent.run_sync("remember")
+    assert script.infos == []
+    assert agent.run_sync("remember", deps="alice").output == "done"
+
+
+@pytest.mark.parametrize("user_id", ["../bob", "alice/../bob", "memories", "a" * 200, 42])
+def test_an_invalid_user_id_is_refused_to_the_application(store: Recording, user_id: object) -> None:
+    script = Script({"command": "create", "path": "/memories/a.md", "file_text": "x"})
+    agent = Agent(FunctionModel(script), capabilities=[S3Memory(store=store, master_key=MASTER_KEY)])
+    store.requests.clear()
+    with pytest.raises(ConfigurationError, match="user_id") as refused:
+        agent.run_sync("remember", deps={"user_id": user_id})
+    assert not isinstance(refused.value, NoUserError)
+    assert script.infos == [] and not [verb for verb in store.requests if verb in WRITES]
+
+
+def test_the_model_cannot_choose_the_user(store: Recording) -> None:
+    script = Script(
+        {"command": "create", "path": "/memories/a.md", "file_text": "mine\n", "user_id": "bob"},
+        {"command": "view", "path": "/memories", "user_id": "bob", "tenant": "bob"},
+    )
+    agent = Agent(FunctionModel(script), capabilities=[S3Memory(store=store, master_key=MASTER_KEY)])
+    parts = results(agent.run_sync("remember", deps="alice").all_messages())
+    assert [part.outcome for part in parts] == ["success", "success"]
+    assert "user_id" not in script.infos[0].function_tools[0].parameters_json_schema["properties"]
+    assert memory_of(store, "alice").read_text("/memories/a.md") == "mine\n"
+    assert memory_of(store, "bob").list_files() == []
+
+
+def test_user_id_from_reads_the_user_anywhere_in_the_run_context(store: Recording) -> None:
+    @dataclass
+    class Session:
+        account: str
+        user_id: str = "not-this-one"
+
+    def account(ctx: RunContext[Session]) -> str:
+        return ctx.deps.account
+
+    capability = S3Memory(store=store, master_key=MASTER_KEY, user_id_from=account)
+    script = Script({"command": "create", "path": "/memories/a.md", "file_text": "x"})
+    Agent(FunctionModel(script), capabilities=[capability], deps_type=Session).run_sync("hi", deps=Session("dave"))
+    assert memory_of(store, "dave").read_text("/memories/a.md") == "x"
+    assert memory_of(store, "not-this-one").list_files() == []
+    # the hook sees the whole context: a user id from a mapping in the metadata, say
+    toolset = memory_toolset(UserMemories(store=store, master_key=MASTER_KEY), user_id_from=lambda ctx: "erin")
+    Agent(
+        FunctionModel(Script({"command": "create", "path": "/memories/e.md", "file_text": "e"})), toolsets=[toolset]
+    ).run_sync("hi")
+    assert memory_of(store, "erin").read_text("/memories/e.md") == "e"
+
+
+def test_a_single_user_capability_ignores_deps(memory: EncryptedMemory, store: Recording) -> None:
+    script = Script({"command": "create", "path": "/memories/a.md", "file_text": "x"})
+    Agent(FunctionModel(script), capabilities=[S3Memory(memory)]).run_sync("hi", deps={"user_id": "bob"})
+    assert memory.read_text("/memories/a.md") == "x"
+    assert memory_of(store, "bob").list_files() == []
+    Agent(FunctionModel(Script()), capabilities=[S3Memory(memory)]).run_sync("hi")  # no deps, no user needed
+
+
+def test_claude_gets_the_native_tool_from_a_per_user_capability(store: Recording) -> None:
+    api = MessagesAPI(WIRE_SCRIPT)
+    agent = Agent(claude(api), capabilities=[S3Memory(store=store, master_key=MASTER_KEY)], retries=0)
+    assert agent.run_sync("remember hi", deps="alice").output == "Saved."
+    assert all(body["tools"] == [NATIVE] for _, body in api.requests)
+    assert [b["is_error"] for b in api.tool_results(2)] == [False, True, True]
+    assert memory_of(store, "alice").read_text("/memories/a.md") == "hi\n"
 
 
 # -- the example -------------------------------------------------------------------------------

@@ -37,8 +37,10 @@ from s3memory import (
     KeyCache,
     Mount,
     MountedMemory,
+    NoUserError,
     PathNotFoundError,
     SensitiveDataError,
+    UserMemories,
     open_memory,
 )
 from s3memory.integrations._common import MEMORY_TOOL_DESCRIPTION
@@ -263,8 +265,10 @@ def test_memory_tool_takes_open_memory_options_or_a_memory_not_both(memory: Encr
     assert open_memory(user_id="bob", store=store, master_key=MASTER_KEY).read_text("/memories/a.md") == "a\n"
     with pytest.raises(TypeError):
         memory_tool(memory, user_id="bob")
-    with pytest.raises(TypeError):
-        memory_tool()
+    with pytest.raises(TypeError, match="user_id_from is for a tool that serves many users"):
+        memory_tool(memory, user_id_from=lambda state: "bob")
+    with pytest.raises(ConfigurationError, match="give bucket"):
+        memory_tool()  # without user_id: a tool of many users, which still needs its store
 
 
 # -- S3MemoryStore with Strands' MemoryManager --------------------------------------------------
@@ -677,3 +681,174 @@ def test_adds_of_one_text_at_once_write_one_file() -> None:
     paths = asyncio.run(add_four())
     assert len(set(paths)) == 1
     assert [entry.path for entry in memory.list_files()] == paths[:1]
+
+
+# -- many users through one agent ----------------------------------------------------------------
+
+
+def users_store(store: InMemoryStore, **options: Any) -> S3MemoryStore:
+    """A store of many users (no user_id) on ``store``."""
+    return S3MemoryStore(store=store, master_key=MASTER_KEY, key_cache=KeyCache(), **options)
+
+
+def memory_of(store: Any, user_id: str) -> EncryptedMemory:
+    return open_memory(user_id=user_id, store=store, master_key=MASTER_KEY)
+
+
+def test_two_users_through_one_agent_and_one_store_are_isolated() -> None:
+    backend = InMemoryStore()
+    store = users_store(backend)  # built once, as at module scope
+    model = ScriptedModel(
+        [
+            call("a1", "add_memory", entries=["My cat is called Miso."]),
+            call("a2", command="create", path="/memories/prefs.md", file_text="Alice drinks oolong.\n"),
+            DONE,
+            call("b1", "search_memory", query="what is my cat called?"),
+            call("b2", command="view", path="/memories"),
+            call("b3", "add_memory", entries=["My cat is called Rex."]),
+            DONE,
+            call("c1", "search_memory", query="cat called"),
+            DONE,
+        ]
+    )
+    manager = MemoryManager(stores=[store], add_tool_config=True)
+    agent = Agent(model=model, memory_manager=manager, hooks=[store], callback_handler=None)
+
+    def request(user_id: str, prompt: str) -> dict[str, tuple[str, str]]:
+        agent.messages.clear()  # one agent, a new conversation per request
+        agent(prompt, invocation_state={"user_id": user_id})
+        return results(agent)
+
+    alice = request("alice", "remember my cat")
+    assert {status for status, _ in alice.values()} == {"success"}
+    bob = request("bob", "what is my cat called?")
+    # Bob's run: nothing of Alice's injected, found, listed, or used to skip his add.
+    assert "<memory>" not in json.dumps(model.seen[3]["messages"])
+    assert bob["b1"] == ("success", "[]")
+    assert bob["b2"][0] == "success" and "prefs" not in bob["b2"][1] and "notes" not in bob["b2"][1]
+    assert bob["b3"] == ("success", '{"stored": 1}')
+    again = request("alice", "what is my cat called?")
+    assert [hit["content"] for hit in json.loads(again["c1"][1])] == ["My cat is called Miso."]
+    assert "Miso" in json.dumps(model.seen[-2]["messages"][0]) and "Rex" not in json.dumps(model.seen[-2])
+    assert not model.turns
+    texts: dict[str, list[str]] = {}
+    for user in ("alice", "bob"):
+        memory = memory_of(backend, user)
+        texts[user] = sorted(memory.read_text(entry.path) for entry in memory.list_files())
+    assert texts == {
+        "alice": ["Alice drinks oolong.\n", "My cat is called Miso.\n"],
+        "bob": ["My cat is called Rex.\n"],
+    }
+
+
+@pytest.mark.parametrize("state", [None, {}, {"user_id": ""}, {"user": "alice"}])
+def test_a_run_naming_no_user_is_refused_before_the_model_is_called(state: dict[str, Any] | None) -> None:
+    store = users_store(InMemoryStore())
+    tool = memory_tool(store=InMemoryStore(), master_key=MASTER_KEY)
+    agents = [
+        Agent(model=ScriptedModel([]), memory_manager=MemoryManager(stores=[store]), hooks=[store]),
+        Agent(model=ScriptedModel([]), tools=[tool], hooks=[tool]),
+    ]
+    for agent in agents:
+        with pytest.raises(NoUserError, match=r"names no user.*invocation_state=\{'user_id': \.\.\.\}"):
+            agent("hi", invocation_state=state)
+        with pytest.raises(NoUserError):
+            asyncio.run(agent.invoke_async("hi", invocation_state=state))
+        assert agent.messages == []  # nothing sent, nothing added to the conversation
+    # An invalid id is refused the same way, before the model is called.
+    with pytest.raises(ConfigurationError):
+        agents[0]("hi", invocation_state={"user_id": "../bob"})
+    # Outside a run the store of many users has no user either.
+    with pytest.raises(NoUserError):
+        asyncio.run(store.search("tea"))
+    with pytest.raises(NoUserError):
+        asyncio.run(store.add("tea"))
+    with pytest.raises(NoUserError):
+        store.memory  # noqa: B018
+
+
+def test_the_model_cannot_choose_the_user() -> None:
+    backend = InMemoryStore()
+    memory_of(backend, "bob").create("/memories/bob.md", "Bob's secret plan\n")
+    tool = memory_tool(store=backend, master_key=MASTER_KEY)
+    store = users_store(backend, tool=False)
+    model = ScriptedModel(
+        [
+            call("t1", command="view", path="/memories/bob.md", user_id="bob"),
+            call("t2", command="create", path="/memories/x.md", file_text="x\n", user_id="bob"),
+            [{"name": "add_memory", "id": "t3", "input": {"entries": ["a fact"], "user_id": "bob"}}],
+            call("t4", "search_memory", query="secret plan", user_id="bob"),
+            DONE,
+        ]
+    )
+    manager = MemoryManager(stores=[store], add_tool_config=True, injection=False)
+    agent = Agent(model=model, tools=[tool], memory_manager=manager, hooks=[tool, store], callback_handler=None)
+    agent("go", invocation_state={"user_id": "alice"})
+    answers = results(agent)
+    assert answers["t1"] == ("error", "The path /memories/bob.md does not exist. Please provide a valid path.")
+    assert answers["t4"] == ("success", "[]")
+    assert [entry.path for entry in memory_of(backend, "bob").list_files()] == ["/memories/bob.md"]
+    assert "/memories/x.md" in [entry.path for entry in memory_of(backend, "alice").list_files()]
+
+
+def test_user_id_from_reads_the_user_where_the_application_puts_it() -> None:
+    backend = InMemoryStore()
+    memories = UserMemories(store=backend, master_key=MASTER_KEY)
+    store = S3MemoryStore(memories, user_id_from=lambda state: state["request"]["tenant"])
+    model = ScriptedModel([call("a1", "add_memory", entries=["Prefers tea."]), DONE])
+    agent = Agent(model=model, memory_manager=MemoryManager(stores=[store], add_tool_config=True), hooks=[store])
+    agent("hi", invocation_state={"request": {"tenant": "carol"}, "user_id": "mallory"})
+    carol = memory_of(backend, "carol")
+    assert [carol.read_text(entry.path) for entry in carol.list_files()] == ["Prefers tea.\n"]
+    assert memory_of(backend, "mallory").list_files() == []
+    with pytest.raises(TypeError, match="user_id_from is for a store that serves many users"):
+        S3MemoryStore(memory_of(backend, "carol"), user_id_from=lambda state: "carol")
+
+
+def test_each_users_adds_are_one_at_a_time_and_their_own() -> None:
+    backend = SlowPuts(InMemoryStore())
+    store = S3MemoryStore(store=backend, master_key=MASTER_KEY, key_cache=KeyCache())
+    adds = [call(f"a{i}", "add_memory", entries=["I drink oolong."] * 4) for i in range(2)]
+    model = ScriptedModel([adds[0], DONE, adds[1], DONE])
+    agent = Agent(model=model, memory_manager=MemoryManager(stores=[store], add_tool_config=True), hooks=[store])
+    for user_id in ("alice", "bob"):  # the same text: each user gets one file of it
+        agent.messages.clear()
+        agent("note it", invocation_state={"user_id": user_id})
+    for user_id in ("alice", "bob"):
+        files = memory_of(backend, user_id).list_files()
+        assert len(files) == 1 and NOTE_PATH.match(files[0].path)
+
+
+def test_strands_defaults_and_what_a_store_of_many_users_refuses() -> None:
+    backend = InMemoryStore()
+    alice = memory_of(backend, "alice")
+    for i in range(15):
+        alice.create(f"/memories/tea{i:02}.md", f"tea number {i}\n")
+    store = S3MemoryStore(alice)
+    # FileMemoryStore's: no description, no number of the store's own; a search gives 10...
+    assert (store.description, store.max_search_results) == (None, None)
+    assert len(asyncio.run(store.search("tea"))) == 10
+    # ...and through the manager, Strands' default of 3 (what the model is told as for theirs).
+    model = ScriptedModel([call("s1", "search_memory", query="tea"), DONE])
+    agent = Agent(model=model, memory_manager=MemoryManager(stores=[store], injection=False), hooks=[store])
+    agent("go")  # a store of one user: its hooks do nothing, no user needed
+    assert len(json.loads(results(agent)["s1"][1])) == 3
+    assert "Available memory stores" not in model.seen[0]["tools"]["search_memory"]["description"]
+    with pytest.raises(ConfigurationError, match="extraction needs a store of one user"):
+        users_store(backend, extraction=True)
+
+
+def test_concurrent_runs_of_many_users_on_one_store_stay_apart() -> None:
+    store = users_store(InMemoryStore())
+
+    async def one(user_id: str) -> list[str]:
+        turns = [call("a", "add_memory", entries=[f"{user_id} likes tea"]), call("s", "search_memory", query="tea")]
+        manager = MemoryManager(stores=[store], add_tool_config=True)
+        agent = Agent(model=ScriptedModel([*turns, DONE]), memory_manager=manager, hooks=[store], callback_handler=None)
+        await agent.invoke_async("go", invocation_state={"user_id": user_id})
+        return [hit["content"] for hit in json.loads(results(agent)["s"][1])]
+
+    async def all_at_once() -> list[list[str]]:
+        return await asyncio.gather(*(one(f"user{i}") for i in range(6)))
+
+    assert asyncio.run(all_at_once()) == [[f"user{i} likes tea"] for i in range(6)]
