@@ -59,7 +59,9 @@ manager, Strands' own default of 3) where they do not conflict with encryption:
   from the sealed search index (:meth:`EncryptedMemory.search_corpus`, one round trip when
   warm); the ranking runs in this process, so the store never sees the query.
 - ``add`` writes each entry as a new file, ``/memories/notes/<UTC time>-<random>.md`` by
-  default, never overwriting one; an entry whose text a file there already holds is not
+  default, never overwriting one, except that an entry whose first line (its topic) is that
+  of a stored entry is merged into it, as ``FileMemoryStore`` merges (the lines below the
+  heading that the file lacks, appended); an entry whose text a file there already holds is not
   written again (the check and the write are one step for the adds of one user through this
   store object; two processes adding the same text at the same moment may both write it).
   Names are random rather than ``FileMemoryStore``'s slug of the first line: an object key
@@ -250,6 +252,18 @@ class MemoryTool(_RunUsers, PythonAgentTool):
 _DEFAULT_MAX_SEARCH_RESULTS = 10  # FileMemoryStore's, when neither the caller nor the store says
 _MAX_SEARCH_RESULTS = 100  # as s3memory's own search: the model may ask for any number
 _EXTENSION = re.compile(r"\.[^./]*$")
+_TOPIC_CHARS = 50  # as FileMemoryStore: topics that agree on their first 50 are one
+
+
+def _topic(text: str) -> str:
+    """An entry's topic, as Strands' ``FileMemoryStore`` groups entries: its first line without
+    a markdown heading's ``#``, lowercased, letters, digits, spaces and hyphens only, each run
+    of spaces one hyphen, cut at 50 characters. ``""`` for an entry without one."""
+    first = re.sub(r"^#+\s*", "", text.split("\n", 1)[0]).lower()
+    kept = re.sub(r"\s+", "-", re.sub(r"[^a-z0-9\s-]", "", first).strip())
+    return kept[:_TOPIC_CHARS].rstrip("-")
+
+
 _KEPT_USERS = 256  # users whose search caches stay warm between their runs
 
 
@@ -451,11 +465,14 @@ class S3MemoryStore(_RunUsers, MemoryStore):
         return f"{text[: self.max_entry_chars]}\n[truncated: view {path} for the rest]"
 
     async def add(self, content: str, metadata: dict[str, Any] | None = None) -> str:
-        """Write ``content`` as a new file in ``directory``; answers its path. Text that a
-        file in ``directory`` already holds is not written again (that file's path is the
-        answer): Strands retries a failed extraction batch whole, its stored facts included,
-        and runs one ``add_memory`` call's entries at once. ``metadata`` is not stored (a
-        memory file is the text the model reads).
+        """Write ``content`` as a new file in ``directory``; answers its path. As Strands'
+        ``FileMemoryStore``, an entry whose first line (its heading: its topic) is that of an
+        entry already there is merged into it: the lines below the heading that the file lacks
+        are appended. Text that a file in ``directory`` already holds is not written again
+        (that file's path is the answer), nor is a line the entry already has: Strands retries
+        a failed extraction batch whole, its stored facts included, and runs one
+        ``add_memory`` call's entries at once. ``metadata`` is not stored (a memory file is
+        the text the model reads).
 
         Raises:
             ValueError: the store is not writable.
@@ -480,9 +497,12 @@ class S3MemoryStore(_RunUsers, MemoryStore):
                 raise S3MemoryError(unexpected_error_text(error)) from error
 
     def _create_once(self, memory: Memory, text: str) -> str:
+        topic = _topic(text)
         for path, existing in memory.search_corpus(self.directory):
             if existing == text:
                 return path
+            if topic and _topic(existing) == topic:
+                return self._append_facts(memory, path, existing, text)
         for _ in range(3):
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             path = f"{self.directory}/{stamp}-{secrets.token_hex(4)}.md"
@@ -492,6 +512,16 @@ class S3MemoryStore(_RunUsers, MemoryStore):
                 continue  # the same second and the same 32 random bits: draw again
             return path
         raise PathExistsError(f"Error: could not find a free file name in {self.directory}")
+
+    @staticmethod
+    def _append_facts(memory: Memory, path: str, existing: str, text: str) -> str:
+        """The lines below ``text``'s heading that ``existing`` (the entry of the same topic
+        at ``path``) lacks, appended to it: one compare-and-swap edit, with history."""
+        known = {line.strip() for line in existing.splitlines()}
+        new = [line for line in text.splitlines()[1:] if line.strip() and line.strip() not in known]
+        if new:
+            memory.write_text(path, existing.rstrip("\n") + "\n" + "\n".join(new) + "\n")
+        return path
 
     def get_tools(self) -> list[AgentTool]:
         """The ``memory`` tool over the same memory (of the same run's user), registered

@@ -25,8 +25,9 @@ _READS_STORAGE = (
 )
 _SLUG_KEY = "expects add() to answer the slug file name; S3MemoryStore answers the entry's random path"
 _MERGE = (
-    "FileMemoryStore merges entries with the same first line into that line's slug file; "
-    "S3MemoryStore writes each entry to its own file"
+    "reads the merged entry under the topic's slug file name; S3MemoryStore merges an entry of a "
+    "known topic the same way, into the topic's file under its random name "
+    "(test_strands.py::test_an_entry_of_a_known_topic_is_merged_into_its_file)"
 )
 _CUSTOM_STORAGE = (
     "runs FileMemoryStore on a custom Strands Storage whose search() ranks keys; S3MemoryStore "
@@ -49,10 +50,9 @@ EXPECTED_FAILURES: dict[str, str] = {
     "TestAdd::test_slugifies_special_characters": _READS_STORAGE,
     "TestAdd::test_strips_markdown_heading_prefix": _READS_STORAGE,
     "TestAdd::test_strips_multiple_heading_levels": _READS_STORAGE,
-    "TestAdd::test_appends_new_facts_to_existing_entry": f"{_READS_STORAGE}; {_MERGE}",
-    "TestAdd::test_does_not_duplicate_when_new_entry_has_only_heading": f"{_READS_STORAGE}; {_MERGE}",
+    "TestAdd::test_appends_new_facts_to_existing_entry": _MERGE,
+    "TestAdd::test_does_not_duplicate_when_new_entry_has_only_heading": _MERGE,
     "TestAdd::test_returns_canonical_key": _SLUG_KEY,
-    "TestAdd::test_returns_same_key_on_append": f"{_SLUG_KEY}; {_MERGE}",
     "TestSearch::test_includes_path_in_metadata": (
         "expects the slug file name as the hit's metadata path; S3MemoryStore gives the file's "
         "/memories path, under its random name (the model can view it with the memory tool)"

@@ -385,6 +385,28 @@ def test_add_makes_a_new_file_each_time_and_never_overwrites(memory: EncryptedMe
         asyncio.run(S3MemoryStore(memory, writable=False).add("three"))
 
 
+def test_an_entry_of_a_known_topic_is_merged_into_its_file(memory: EncryptedMemory) -> None:
+    """As Strands' FileMemoryStore (its TestAdd::test_appends_new_facts_to_existing_entry and
+    test_does_not_duplicate_when_new_entry_has_only_heading): one file per topic."""
+    store = S3MemoryStore(memory, directory="/memories/facts")
+    first = asyncio.run(store.add("# User preferences\n- drinks tea"))
+    # The same topic however the heading is spelt (levels, case, punctuation): merged.
+    assert asyncio.run(store.add("## user Preferences!\n- likes cats\n- drinks tea")) == first
+    assert memory.read_text(first) == "# User preferences\n- drinks tea\n- likes cats\n"
+    # The heading alone, or only known lines: nothing written (no new version).
+    versions = len(memory.history(first))
+    assert asyncio.run(store.add("# User preferences")) == first
+    assert asyncio.run(store.add("# user preferences\n- likes cats")) == first
+    assert len(memory.history(first)) == versions
+    # Another topic, and an entry without one: files of their own.
+    other = asyncio.run(store.add("# Project setup\n- uses uv"))
+    untitled = asyncio.run(store.add("!!!\n- a line"))
+    assert len({first, other, untitled}) == 3
+    assert asyncio.run(store.add("???\n- another line")) not in {first, other, untitled}
+    (hit, *_) = asyncio.run(store.search("cats tea preferences"))
+    assert hit.metadata["path"] == first and "likes cats" in hit.content
+
+
 def test_an_unexpected_failure_in_add_gives_the_generic_message(
     memory: EncryptedMemory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
