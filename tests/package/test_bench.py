@@ -170,3 +170,21 @@ def test_search_benchmark_holds_the_budget(capsys: pytest.CaptureFixture[str], m
     # Without the index, every file is read: 120 GETs in two waves of 64.
     assert trips[("tenant", "baseline: read every file, no index")] >= 3
     assert "within budget" in out
+
+
+def test_the_adapters_bench_runs_every_framework_and_checks_each_answer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/adapters.py: each request's answer is checked to be its own user's (and only its),
+    so a small run that ends well is a run of every framework's many-user pattern."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import adapters
+
+    try:
+        assert adapters.main(["--requests", "2", "--rounds", "1"]) == 0
+    finally:
+        sys.modules.pop("adapters", None)
+    out = capsys.readouterr().out
+    for framework in ("langchain", "pydantic-ai", "strands", "strands-tool", "deepagents"):
+        assert f"| {framework} | InMemoryStore |" in out
+    assert "skipped" not in out
