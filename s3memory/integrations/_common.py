@@ -56,6 +56,14 @@ def memory_or_users(memory: Memory | UserMemories | None, options: MemoryOptions
     return memory_from(memory, options)
 
 
+def user_id_in(holder: object) -> object:
+    """The ``user_id`` a framework's per-run value holds: a mapping's ``"user_id"`` key or an
+    object's ``user_id`` attribute; ``None`` if it has none (or is ``None``)."""
+    if isinstance(holder, Mapping):
+        return holder.get("user_id")
+    return getattr(holder, "user_id", None)
+
+
 def memory_of_run(source: Memory | UserMemories, user_id: object, how: str) -> Memory:
     """The memory a run works on: ``source`` if it is one memory; else the memory of
     ``user_id``, which the framework's per-run context gave (never the model).

@@ -92,7 +92,7 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -143,7 +143,7 @@ from .._errors import (
 )
 from .._factory import MemoryOptions, UserMemories
 from .._paths import ROOT
-from ._common import Memory, memory_of_run, memory_or_users
+from ._common import Memory, memory_of_run, memory_or_users, user_id_in
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -216,15 +216,6 @@ _HOW = (
 )
 
 
-def _user_in(holder: object) -> object:
-    """``holder``'s ``user_id``: a mapping's key or an object's attribute; None if it has none."""
-    if holder is None:
-        return None
-    if isinstance(holder, Mapping):
-        return holder.get("user_id")
-    return getattr(holder, "user_id", None)
-
-
 def _run_runtime() -> Runtime[Any] | None:
     """The runtime of the graph run this call belongs to, or None outside a run."""
     try:
@@ -236,10 +227,10 @@ def _run_runtime() -> Runtime[Any] | None:
 def user_of_run(runtime: Runtime[Any]) -> object:
     """The default ``user_id_from``: ``user_id`` in the run's context (``context=`` given to
     ``invoke``: a mapping key or an attribute), else ``config["configurable"]["user_id"]``."""
-    user_id = _user_in(runtime.context)
-    if user_id is None:
+    user_id = user_id_in(runtime.context)
+    if user_id is None or user_id == "":
         try:
-            user_id = _user_in(get_config().get("configurable"))
+            user_id = user_id_in(get_config().get("configurable"))
         except RuntimeError:
             return None
     return user_id

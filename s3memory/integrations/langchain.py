@@ -59,7 +59,7 @@ across threads as ``AsyncS3MemoryTool`` does. The middleware does not close the 
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -77,6 +77,7 @@ from ._common import (
     memory_of_run,
     memory_or_users,
     run_memory_command,
+    user_id_in,
 )
 
 if TYPE_CHECKING:
@@ -102,11 +103,9 @@ UserIdFrom = Callable[[ToolRuntime[Any, Any]], object]
 def _user_of_run(runtime: ToolRuntime[Any, Any]) -> object:
     """The default ``user_id_from``: the run context's ``user_id`` (attribute, or key of a
     mapping), else ``config["configurable"]["user_id"]``."""
-    context = runtime.context
-    user = context.get("user_id") if isinstance(context, Mapping) else getattr(context, "user_id", None)
+    user = user_id_in(runtime.context)
     if user is None or user == "":
-        configurable = (runtime.config or {}).get("configurable") or {}
-        user = configurable.get("user_id")
+        user = user_id_in((runtime.config or {}).get("configurable"))
     return user
 
 

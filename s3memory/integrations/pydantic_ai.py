@@ -54,7 +54,7 @@ pydantic-ai 2.68 needs Python 3.11 or later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,7 @@ from ._common import (
     memory_of_run,
     memory_or_users,
     run_memory_command,
+    user_id_in,
 )
 
 if TYPE_CHECKING:
@@ -93,12 +94,7 @@ HOW_TO_NAME_THE_USER = (
 def user_id_of_deps(ctx: RunContext[Any]) -> object:
     """The default ``user_id_from``: the run's ``deps`` if it is a str, else ``deps["user_id"]``
     (a mapping) or ``deps.user_id`` (any other object); ``None`` when it has none."""
-    deps = ctx.deps
-    if isinstance(deps, str):
-        return deps
-    if isinstance(deps, Mapping):
-        return deps.get("user_id")
-    return getattr(deps, "user_id", None)
+    return ctx.deps if isinstance(ctx.deps, str) else user_id_in(ctx.deps)
 
 
 def memory_tool(
