@@ -364,6 +364,34 @@ class S3MemoryStore(_RunUsers, MemoryStore):
         self._users: OrderedDict[str | None, _UserState] = OrderedDict()
         self._users_in_use: weakref.WeakValueDictionary[str | None, _UserState] = weakref.WeakValueDictionary()
         self._users_lock = threading.Lock()
+        # Agents being built with this store among their hooks and not yet initialized by
+        # their MemoryManager (see initialize).
+        self._hooked_agents = 0
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        super().register_hooks(registry, **kwargs)
+        with self._users_lock:
+            self._hooked_agents += 1
+
+    async def initialize(self) -> None:
+        """Called by the ``MemoryManager`` while an agent is built (after the agent has
+        registered its ``hooks``): a store of many users refuses an agent that did not
+        register it among its hooks, which would run without naming its users.
+
+        Raises:
+            ConfigurationError: a store of many users, not among the agent's ``hooks``.
+        """
+        if not isinstance(self._source, UserMemories):
+            return
+        with self._users_lock:
+            if self._hooked_agents > 0:
+                self._hooked_agents -= 1
+                return
+        raise ConfigurationError(
+            f"S3MemoryStore {self.name} serves many users: give it to the agent's hooks too, "
+            "Agent(memory_manager=MemoryManager(stores=[store]), hooks=[store]), so that each run's "
+            "user is checked before the model is called"
+        )
 
     @property
     def memory(self) -> Memory:

@@ -789,6 +789,21 @@ def test_a_run_naming_no_user_is_refused_before_the_model_is_called(state: dict[
         store.memory  # noqa: B018
 
 
+def test_an_agent_given_a_store_of_many_users_without_its_hooks_is_refused_when_built() -> None:
+    store = users_store(InMemoryStore())
+    with pytest.raises(ConfigurationError, match=r"hooks=\[store\]"):
+        Agent(model=ScriptedModel([]), memory_manager=MemoryManager(stores=[store]))
+    # With its hooks, any number of agents share the store; a store of one user needs none.
+    for _ in range(2):
+        Agent(model=ScriptedModel([]), memory_manager=MemoryManager(stores=[store]), hooks=[store])
+    one = S3MemoryStore(store=InMemoryStore(), master_key=MASTER_KEY, user_id="alice")
+    Agent(model=ScriptedModel([]), memory_manager=MemoryManager(stores=[one]))
+    # A refused agent leaves nothing behind: the next agent, with its hooks, is built.
+    with pytest.raises(ConfigurationError):
+        Agent(model=ScriptedModel([]), memory_manager=MemoryManager(stores=[store]))
+    Agent(model=ScriptedModel([]), memory_manager=MemoryManager(stores=[store]), hooks=[store])
+
+
 def test_the_model_cannot_choose_the_user() -> None:
     backend = InMemoryStore()
     memory_of(backend, "bob").create("/memories/bob.md", "Bob's secret plan\n")
