@@ -139,7 +139,19 @@ def test_a_stale_declaration_of_a_gap_fails(tmp_path: Path) -> None:
     (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
     env = {name: value for name, value in os.environ.items() if name != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:randomly", "test_stale.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:asyncio",
+            "-p",
+            "no:randomly",
+            "test_stale.py",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
