@@ -39,6 +39,7 @@ every request of every round, and the range of the rounds' medians, which shows 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import gc
 import importlib.metadata
@@ -50,6 +51,7 @@ import re
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -92,6 +94,9 @@ class Adapter:
 
     def per_request(self, options: dict[str, Any]) -> Request:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the framework left behind in this process (after the last request)."""
 
 
 # -- LangChain and deepagents (LangGraph) -----------------------------------------------------
@@ -262,6 +267,19 @@ class PydanticAI(Adapter):
             return self._text(agent.run_sync(PROMPT))
 
         return request
+
+    def close(self) -> None:
+        """``Agent.run_sync`` makes a new event loop the thread's current one and leaves it open;
+        a later ``asyncio.run`` would drop it unclosed (a ResourceWarning in whoever runs next)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # no loop running
+            try:
+                loop = asyncio.get_event_loop_policy().get_event_loop()
+            except RuntimeError:  # none set
+                return
+        if not loop.is_running():
+            loop.close()
+            asyncio.set_event_loop(None)
 
 
 # -- Strands ----------------------------------------------------------------------------------
@@ -552,7 +570,10 @@ def measure(
                 continue
             if progress:
                 print(f"{name} ...", file=sys.stderr, flush=True)
-            scenarios = measure_adapter(adapter, stores, requests, rounds)
+            try:
+                scenarios = measure_adapter(adapter, stores, requests, rounds)
+            finally:
+                adapter.close()
             entry["floor"] = summary(scenarios[0])
             entry["backends"] = {
                 backend: {s.label: summary(s) for s in scenarios if s.backend == backend} for backend in stores

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,11 @@ def test_the_adapters_bench_runs_every_framework_and_checks_each_answer(
     for framework in ("langchain", "pydantic-ai", "strands", "strands-tool", "deepagents"):
         assert f"| {framework} | InMemoryStore |" in out
     assert "skipped" not in out
+    # and no framework's event loop is left open for a later test's asyncio.run to drop
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            left = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            left = None
+    assert left is None or left.is_closed()
