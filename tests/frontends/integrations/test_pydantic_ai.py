@@ -17,8 +17,7 @@ import logging
 import subprocess
 import sys
 import threading
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from unittest.mock import ANY
@@ -63,20 +62,7 @@ NATIVE = {"name": "memory", "type": "memory_20250818"}
 BETA = "context-management-2025-06-27"
 
 
-@pytest.fixture(autouse=True)
-def close_the_event_loop_run_sync_leaves() -> Iterator[None]:
-    """``Agent.run_sync`` makes a new event loop the thread's current one and leaves it open.
-    The next ``asyncio.run`` (in this module or a later one) replaces it unclosed: a
-    ResourceWarning, which ``filterwarnings = error`` pins on whatever test is running then."""
-    yield
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # get_event_loop() with no loop running
-        try:
-            loop = asyncio.get_event_loop_policy().get_event_loop()
-        except RuntimeError:  # none set
-            return
-    loop.close()
-    asyncio.set_event_loop(None)
+pytestmark = pytest.mark.usefixtures("close_the_event_loop_run_sync_leaves")
 
 
 class Recording(DelegatingStore):

@@ -33,6 +33,8 @@ from pydantic_ai.usage import UsageLimits
 from s3memory import InMemoryStore, KeyCache, open_memory
 from s3memory.integrations.pydantic_ai import S3Memory
 
+pytestmark = pytest.mark.usefixtures("close_the_event_loop_run_sync_leaves")
+
 NATIVE = {"name": "memory", "type": "memory_20250818"}
 BETA = "context-management-2025-06-27"
 
