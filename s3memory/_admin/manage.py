@@ -101,6 +101,14 @@ class MemoryInfo:
     size: int
     sha256: str
     updated_at: datetime.datetime | None
+    #: From the version's sealed provenance, where known (None: a version written outside
+    #: s3memory or before provenance, a read that does not open it): the file's id, kept
+    #: across edits and renames; the version's time (µs since the epoch, authenticated);
+    #: that time again if the version is the file's first. ``etag``: the stored version's.
+    file_id: str | None = None
+    changed_us: int | None = None
+    created_us: int | None = None
+    etag: str | None = None
 
 
 class _LostRace(Exception):
@@ -146,7 +154,18 @@ def listed_in(memory: EncryptedMemory, shown: str, depth: int | None) -> list[Me
         below = file.path.parts[len(directory.parts) :]
         if not below[0].startswith(tail) or (depth is not None and len(below) - 1 > depth):
             continue
-        found.append(MemoryInfo(memory.files.shown(file.path), file.size, file.sha256, _when(file.last_modified)))
+        found.append(
+            MemoryInfo(
+                memory.files.shown(file.path),
+                file.size,
+                file.sha256,
+                _when(file.last_modified),
+                file.file_id,
+                file.at_us,
+                file.created_us,
+                file.etag,
+            )
+        )
     return found
 
 
@@ -364,16 +383,21 @@ class MemoryAdmin:
         metadata, provenance = files.stamped(metadata, key, op, data_key, follows=follows, finding=finding)
         rt = files.round_trip()
         if before is None:
-            rt.submit(memory.store.put, key, body, metadata, if_none_match=True)
+            put = rt.submit(memory.store.put, key, body, metadata, if_none_match=True)
         else:
-            rt.submit(memory.store.put, key, body, metadata, if_match=before.etag)
+            put = rt.submit(memory.store.put, key, body, metadata, if_match=before.etag)
         rt.submit(records.write_beside, _records.version_record(parsed, provenance, body))
         try:
             rt.wait()
+            etag: str | None = _records.bare_etag(put.result())
         except PreconditionFailedError:
             if not writes.landed(files, parsed, shown, data_key):  # else our own write, re-sent
                 raise _LostRace from None
-        return MemoryInfo(files.shown(parsed), len(data), _digest(data), None)
+            etag = None  # the ETag of our own write, re-sent, is not in the answer that refused it
+        created = provenance.at_us if op == "created" else None
+        return MemoryInfo(
+            files.shown(parsed), len(data), _digest(data), None, provenance.file, provenance.at_us, created, etag
+        )
 
     @staticmethod
     def _current_sha256(memory: EncryptedMemory, parsed: MemoryPath, shown: str) -> str | None:

@@ -11,8 +11,11 @@ like a record stored as a body (``_records``): an envelope with a fresh data key
 tenant's keyring, bound to the name ``s3memory-internal:index/v1``, which no memory path can
 have (every one starts with ``/memories``), so the index never opens as a file, nor a file
 as the index, nor one tenant's or deployment's index as another's. The plaintext is JSON,
-``{"v": 1, "files": [{"k": object key, "e": ETag, "t": text or null}]}`` (null: a file that
-does not open, not tried again until it changes), **never compressed**: beside a secret,
+``{"v": 1, "files": [{"k": object key, "e": ETag, "t": text or null, "f", "a", "c"}]}`` (null:
+a file that does not open, not tried again until it changes; ``f``, ``a``, ``c``: the
+version's file id, time, and time if it is the file's first, from its provenance, which
+the memory-store API's ids and times need; absent from entries older code wrote, which
+``with_provenance`` reads again), **never compressed**: beside a secret,
 text an attacker influenced would turn a compressed size into a CRIME-style oracle. At most
 :data:`MAX_INDEX_BYTES` of plaintext: a larger tenant is searched from this process's memory
 and its index is not written.
@@ -51,6 +54,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -61,6 +65,7 @@ from dataclasses import dataclass
 from .._crypto import envelope
 from .._crypto.files import SealedFiles
 from .._crypto.keyring import Keyring
+from .._crypto.provenance import Provenance
 from .._errors import (
     ForeignObjectError,
     IntegrityError,
@@ -77,6 +82,7 @@ from .._roundtrip import Pending, RoundTrip
 from ..stores import ObjectInfo, ObjectStore, StoredObject
 
 log = logging.getLogger("s3memory")
+_FILE_ID = re.compile(r"[0-9a-f]{32}")
 
 INDEX_VERSION = 1
 #: What the index's data key is bound to: not a memory path (those start with /memories).
@@ -108,27 +114,57 @@ class IndexedFile:
     sha256: str
     last_modified: float
     text: str
+    #: From the version's sealed provenance (None: it has none, or the index was written by a
+    #: version of s3memory that did not keep it and ``with_provenance`` was not asked for):
+    #: the file's id (kept across edits and renames), the version's time (µs), and that time
+    #: again if the version is the file's first (``created``), else None.
+    file_id: str | None = None
+    at_us: int | None = None
+    created_us: int | None = None
+
+
+@dataclass(frozen=True)
+class _Provenance:
+    """What an entry keeps of its version's provenance (see ``IndexedFile``)."""
+
+    file_id: str | None
+    at_us: int | None
+    created_us: int | None
+    known: bool = True  # False: read from an index written before entries kept provenance
+
+
+_UNKNOWN = _Provenance(None, None, None, known=False)
+_NONE = _Provenance(None, None, None)  # a version with no provenance that opens
 
 
 @dataclass(frozen=True)
 class _Entry:
-    """What the index holds of one object: its ETag (bare) and text (None: it did not open)."""
+    """What the index holds of one object: its ETag (bare) and text (None: it did not open),
+    and its provenance's ids and times (``_UNKNOWN`` if the index that held it did not say)."""
 
     etag: str
     text: str | None
     size: int = 0
     sha256: str = ""
+    provenance: _Provenance = _UNKNOWN
 
 
 def _bare(etag: str) -> str:
     return etag.strip('"')
 
 
-def _entry(etag: str, text: str | None) -> _Entry:
+def _entry(etag: str, text: str | None, provenance: _Provenance = _UNKNOWN) -> _Entry:
     if text is None:
-        return _Entry(_bare(etag), None)
+        return _Entry(_bare(etag), None, provenance=provenance)
     data = text.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
-    return _Entry(_bare(etag), text, len(data), hashlib.sha256(data).hexdigest())
+    return _Entry(_bare(etag), text, len(data), hashlib.sha256(data).hexdigest(), provenance)
+
+
+def _provenance_of(provenance: Provenance | None) -> _Provenance:
+    if provenance is None:
+        return _NONE
+    created = provenance.at_us if provenance.op == "created" else None
+    return _Provenance(provenance.file, provenance.at_us, created)
 
 
 def _weight(entries: Mapping[str, _Entry]) -> int:
@@ -227,8 +263,32 @@ def index_binding(layout: TenantLayout) -> dict[str, str]:
 
 def encode_index(entries: Mapping[str, _Entry]) -> bytes:
     """The plaintext of an index (keys in order; never compressed: see the module docstring)."""
-    listed = [{"k": key, "e": entry.etag, "t": entry.text} for key, entry in sorted(entries.items())]
+    listed = [_encoded_entry(key, entry) for key, entry in sorted(entries.items())]
     return json.dumps({"v": INDEX_VERSION, "files": listed}, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _encoded_entry(key: str, entry: _Entry) -> dict[str, object]:
+    encoded: dict[str, object] = {"k": key, "e": entry.etag, "t": entry.text}
+    if entry.provenance.known:
+        p = entry.provenance
+        encoded.update({"f": p.file_id, "a": p.at_us, "c": p.created_us})
+    return encoded
+
+
+def _decoded_provenance(item: Mapping[str, object]) -> _Provenance:
+    """An entry's provenance fields (optional: an index written before them has none, and
+    readers before them ignore them); ValueError if present and malformed."""
+    if "f" not in item:
+        return _UNKNOWN
+    file_id, at, created = item.get("f"), item.get("a"), item.get("c")
+    if not (file_id is None or (isinstance(file_id, str) and _FILE_ID.fullmatch(file_id))):
+        raise ValueError("a malformed entry")
+    for moment in (at, created):
+        if not (moment is None or (isinstance(moment, int) and not isinstance(moment, bool))):
+            raise ValueError("a malformed entry")
+    if file_id is None:
+        return _NONE
+    return _Provenance(file_id, at, created)  # type: ignore[arg-type]  # checked above
 
 
 def decode_index(plaintext: bytes, layout: TenantLayout) -> dict[str, _Entry]:
@@ -256,7 +316,7 @@ def decode_index(plaintext: bytes, layout: TenantLayout) -> dict[str, _Entry]:
             or not (text is None or isinstance(text, str))
         ):
             raise ValueError("a malformed entry")
-        entries[key] = _entry(etag, text)
+        entries[key] = _entry(etag, text, _decoded_provenance(item))
     return entries
 
 
@@ -334,7 +394,7 @@ def _read_file(files: SealedFiles, path: MemoryPath, info: ObjectInfo) -> _Entry
         stored = files.store.get(info.key, max_bytes=files.max_file_bytes + envelope.TAG_BYTES)
     except ObjectTooLargeError:
         log.warning("a file larger than the file size limit was left out of search")
-        return _Entry(_bare(info.etag), None)
+        return _Entry(_bare(info.etag), None, provenance=_NONE)
     if stored is None:
         return None
     try:
@@ -343,9 +403,10 @@ def _read_file(files: SealedFiles, path: MemoryPath, info: ObjectInfo) -> _Entry
         raise
     except (IntegrityError, ForeignObjectError, InvalidCommandError) as exc:
         log.warning("a file that does not open was left out of search (%s)", type(exc).__name__)
-        return _Entry(_bare(stored.etag), None)
+        return _Entry(_bare(stored.etag), None, provenance=_NONE)
     assert opened is not None
-    return _entry(stored.etag, opened.text)
+    provenance = files.provenance_in(opened.metadata, info.key, opened.data_key)
+    return _entry(stored.etag, opened.text, _provenance_of(provenance))
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -379,7 +440,7 @@ def _generated(files: SealedFiles) -> tuple[bytes, envelope.WrappedKey] | None:
 
 
 # -- the refresh ---------------------------------------------------------------------------
-def current_files(files: SealedFiles, *, write_back: bool = True) -> list[IndexedFile]:
+def current_files(files: SealedFiles, *, write_back: bool = True, with_provenance: bool = False) -> list[IndexedFile]:
     """Every file of the store as of this call's listing, sorted by path: from the sealed
     index object (one per tenant at ``layout.index_key``), refreshed from the listing's
     ETags, re-reading only changed files, and written back with compare-and-swap when
@@ -387,6 +448,9 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
 
     Warm with nothing changed: 1 round trip (LIST + HEAD of the index); with changes at most
     3. Files that do not open (tampered with, not UTF-8, over the size limit) are left out.
+
+    ``with_provenance``: also re-read the files whose entries came from an index written
+    before entries kept provenance (once: the index written back keeps it).
 
     Raises what reading a file raises that is not about the file (``StorageError``,
     ``TenantKeyError``, ``ConfigurationError`` for a memory written with encrypted names);
@@ -427,7 +491,11 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
     stale: list[tuple[MemoryPath, ObjectInfo]] = []
     for path, info in infos:
         entry = index.entries.get(info.key)
-        if entry is not None and entry.etag == _bare(info.etag):
+        if (
+            entry is not None
+            and entry.etag == _bare(info.etag)
+            and not (with_provenance and not entry.provenance.known)
+        ):
             current[info.key] = entry
         else:
             stale.append((path, info))
@@ -479,7 +547,21 @@ def current_files(files: SealedFiles, *, write_back: bool = True) -> list[Indexe
         if entry.text is None:
             continue
         path, info = by_key[key]
-        result.append(IndexedFile(path, key, entry.etag, entry.size, entry.sha256, info.last_modified, entry.text))
+        p = entry.provenance
+        result.append(
+            IndexedFile(
+                path,
+                key,
+                entry.etag,
+                entry.size,
+                entry.sha256,
+                info.last_modified,
+                entry.text,
+                p.file_id,
+                p.at_us,
+                p.created_us,
+            )
+        )
     result.sort(key=lambda f: f.path)
     return result
 

@@ -103,7 +103,19 @@ def test_memory_info_is_frozen() -> None:
 # -- write: NotExists -------------------------------------------------------------------------
 def test_not_exists_creates_then_refuses(admin: MemoryAdmin) -> None:
     info = admin.write("/memories/seed.md", "hello\n", precondition=NotExists())
-    assert info == MemoryInfo("/memories/seed.md", 6, sha("hello\n"), None)
+    assert (info.path, info.size, info.sha256, info.updated_at) == ("/memories/seed.md", 6, sha("hello\n"), None)
+    # the version's provenance: a new file id, its first version's time, the stored ETag
+    assert info.file_id is not None and len(info.file_id) == 32
+    assert info.created_us == info.changed_us and info.changed_us is not None
+    assert info.etag == admin.memory.store.head(
+        admin.memory.layout.key_for(admin.memory.gate.parse("/memories/seed.md"))
+    ).etag.strip('"')
+    edited = admin.write("/memories/seed.md", "hello again\n")
+    assert (edited.file_id, edited.created_us) == (info.file_id, None)  # the same file, not its first version
+    assert edited.changed_us is not None and edited.changed_us >= info.changed_us and edited.etag != info.etag
+    listed = admin.list("/memories/")
+    assert [(i.file_id, i.etag, i.changed_us) for i in listed] == [(info.file_id, edited.etag, edited.changed_us)]
+    admin.write("/memories/seed.md", "hello\n", precondition=Sha256(sha("hello again\n")))
     before = stored(admin.memory)
     with pytest.raises(PreconditionFailedError) as caught:
         admin.write("/memories/seed.md", "other\n", precondition=NotExists())
