@@ -377,6 +377,20 @@ class Settings:
         return tree
 
     def _open(self, actor: str, mounts: tuple[Mount, ...] | None) -> Any:
+        options = self.memory_options()
+        try:
+            return open_memory(**options, user_id=self.user, actor=actor, mounts=mounts)
+        except ConfigurationError as error:
+            raise ConfigurationError(in_setting_names(str(error))) from error
+
+    def memory_options(self) -> dict[str, Any]:
+        """The options of ``open_memory`` these settings give, without ``user_id``, ``actor``
+        and ``mounts`` (for a server opening many users' memories: ``UserMemories``). Makes the
+        S3 client (and KMS client), the local store or the master key as ``open`` does.
+
+        Raises:
+            ConfigurationError: a setting is wrong (the message names its flag and variable).
+        """
         options: dict[str, Any]
         if self.key_mode == "kms" and not self.kms_key_id:
             raise ConfigurationError(f"--key-mode kms needs {setting_name('kms_key_id')}")
@@ -415,12 +429,9 @@ class Settings:
         given = {
             setting.option: getattr(self, name)
             for name, setting in SETTINGS.items()
-            if setting.option and setting.option not in _WHERE
+            if setting.option and setting.option not in _WHERE and setting.option != "user_id"
         }
-        try:
-            return open_memory(**given, **options, actor=actor, mounts=mounts)
-        except ConfigurationError as error:
-            raise ConfigurationError(in_setting_names(str(error))) from error
+        return {**given, **options}
 
 
 def _described(item: Field[Any]) -> Setting:

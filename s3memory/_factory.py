@@ -317,6 +317,7 @@ class UserMemories:
             if options or mounts is not None:
                 raise TypeError("give either an opener or the options of open_memory, not both")
             self._opener = opener
+            self._actor_opener: Callable[[str, str], Memory] | None = None
             return
         if REQUIRED_OPTION in options:
             raise TypeError("UserMemories opens each run's user: give the options without user_id")
@@ -331,27 +332,38 @@ class UserMemories:
             given["key_cache"] = process_key_cache()
         shared = cast(MemoryOptions, {name: value for name, value in given.items() if name != REQUIRED_OPTION})
 
-        def open_for(user_id: str) -> Memory:
+        def open_for(user_id: str, actor: str | None = None) -> Memory:
             options_of_user: MemoryOptions = {**shared, "user_id": user_id}
+            if actor is not None:
+                options_of_user["actor"] = actor
             if mounts is None:
                 return open_memory(**options_of_user)
             return open_memory(mounts=mounts, **options_of_user)
 
         open_for(_PROBE_USER)  # every option checked now, not at the first user's first command
         self._opener = open_for
+        self._actor_opener = open_for
 
     def sample(self) -> Memory:
         """The memory of a placeholder user, for checking what is the same for every user
         (the root, the limits, a mount's access) before any run names one; sends no request."""
         return self._opener(_PROBE_USER)
 
-    def open(self, user_id: str) -> Memory:
-        """The memory of ``user_id`` (validated as :func:`open_memory` validates it).
+    def open(self, user_id: str, *, actor: str | None = None) -> Memory:
+        """The memory of ``user_id`` (validated as :func:`open_memory` validates it), its
+        changes made as ``actor`` if given (who a request's history names), else as the
+        options said.
 
         Raises:
-            ConfigurationError: ``user_id`` is not a valid user id.
+            ConfigurationError: ``user_id`` is not a valid user id, or ``actor`` is not a
+                valid actor.
+            TypeError: ``actor`` with an ``opener`` (which decides the options itself).
         """
-        return self._opener(validate_tenant(user_id))
+        if actor is None:
+            return self._opener(validate_tenant(user_id))
+        if self._actor_opener is None:
+            raise TypeError("actor= needs UserMemories built from options, not from an opener")
+        return self._actor_opener(validate_tenant(user_id), validate_actor(actor))
 
 
 def memory_from(memory: Memory | None, options: MemoryOptions) -> Memory:

@@ -869,3 +869,44 @@ def test_expiry_takes_the_index_with_the_files_it_deletes() -> None:
     assert report.deleted == ["/memories/old.md"]
     assert store.head(memory.layout.index_key) is None
     assert texts(memory) == {}
+
+
+# -- provenance in the entries (the memory-store API's ids) -------------------------------------
+def test_entries_carry_each_versions_file_id_and_times_across_edits_and_renames() -> None:
+    memory = open_memory(user_id="alice", store=InMemoryStore(), master_key=MASTER_KEY, key_cache=KeyCache())
+    memory.create("/memories/a.md", "alpha\n")
+    (first,) = current_files(memory.files)
+    assert first.file_id is not None and first.at_us is not None and first.created_us == first.at_us
+    memory.str_replace("/memories/a.md", "alpha", "beta")
+    memory.rename("/memories/a.md", "/memories/b.md")
+    (moved,) = current_files(memory.files)
+    assert (moved.path.display, moved.file_id, moved.created_us) == ("/memories/b.md", first.file_id, None)
+    assert moved.at_us is not None and moved.at_us >= first.at_us
+    PROCESS_INDEX_CACHE.clear()  # a cold process reads them back from the stored index
+    (cold,) = current_files(memory.files)
+    assert (cold.file_id, cold.at_us, cold.created_us) == (moved.file_id, moved.at_us, None)
+
+
+def test_an_index_written_without_provenance_is_read_again_only_when_it_is_needed() -> None:
+    """An index an older s3memory wrote has no f/a/c: search uses it as it is; a caller that
+    needs the ids (``with_provenance``) reads the files again, once, and writes them back."""
+    store = InMemoryStore()
+    memory = open_memory(user_id="alice", store=store, master_key=MASTER_KEY, key_cache=KeyCache())
+    memory.create("/memories/a.md", "alpha\n")
+    (fresh,) = current_files(memory.files)
+    stored = memory.store.get(memory.layout.index_key)
+    assert stored is not None
+    old_entries = {k: _Entry(e.etag, e.text) for k, e in open_index(memory.files, stored).items()}
+    assert b'"f"' not in encode_index(old_entries)
+    body, metadata = seal_index(memory.files, encode_index(old_entries))
+    memory.store.put(memory.layout.index_key, body, metadata)
+    PROCESS_INDEX_CACHE.clear()
+    recorder = Recorder(store, rtt=0)
+    memory = open_memory(user_id="alice", store=recorder, master_key=MASTER_KEY, key_cache=KeyCache())
+    (plain,), verbs, _ = recorded(recorder, lambda: current_files(memory.files))
+    assert plain.file_id is None and verbs.get("get") == 2 and "put" not in verbs  # the index and the key: no file
+    (known,), verbs, _ = recorded(recorder, lambda: current_files(memory.files, with_provenance=True))
+    assert (known.file_id, known.at_us, known.created_us) == (fresh.file_id, fresh.at_us, fresh.created_us)
+    assert verbs.get("get") == 1 and verbs.get("put") == 1  # the file read again; the index written back
+    (again,), verbs, _ = recorded(recorder, lambda: current_files(memory.files, with_provenance=True))
+    assert again.file_id == fresh.file_id and "get" not in verbs and "put" not in verbs
