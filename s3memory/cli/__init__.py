@@ -30,7 +30,7 @@ from .._core.memory import FileEntry
 from .._core.protocol import Memory
 from .._errors import ConfigurationError, S3MemoryError
 from .._render import format_size
-from . import admin, bulk, history, review
+from . import admin, bulk, history, review, serve
 from .output import (
     EXIT_CONFIGURATION,
     EXIT_INTERRUPTED,
@@ -358,7 +358,7 @@ def mcp(ctx: click.Context, allow_restore: bool | None) -> None:
 # -- the group's commands: these, and those of the bulk and governance modules ------------
 for _registered in (view, create, str_replace, insert, delete, rename, ls, cat, search, demo, mcp):
     cli.add_command(_registered)
-for _registered in (*bulk.COMMANDS, *admin.COMMANDS, *history.COMMANDS, *review.COMMANDS):
+for _registered in (*bulk.COMMANDS, *admin.COMMANDS, *history.COMMANDS, *review.COMMANDS, *serve.COMMANDS):
     cli.add_command(_registered)
 
 

@@ -14,7 +14,7 @@ forbidden import in the graph and sees the rule catch it. From the bottom up:
 - ``_crypto`` sits on the vocabulary, ``_aws`` and the stores;
 - ``_history`` and ``_search`` sit below the memory's rules (``_core``): on ``_crypto``,
   the stores and the vocabulary;
-- nothing below the faces (``cli``, ``mcp_server``, ``integrations``, ``testing``, the package
+- nothing below the faces (``cli``, ``mcp_server``, ``serve``, ``integrations``, ``testing``, the package
   face) imports a face, or ``_admin``;
 - no two rooms import each other, and no two modules either, even lazily or for type
   checking only;
@@ -42,7 +42,7 @@ PACKAGE = Path(s3memory.__file__).parent
 VOCABULARY = frozenset(
     {"_errors", "_telemetry", "_paths", "_identity", "_layout", "_render", "_roundtrip", "_tool_words"}
 )
-FACES = frozenset({"s3memory", "__main__", "cli", "mcp_server", "integrations", "testing"})
+FACES = frozenset({"s3memory", "__main__", "cli", "mcp_server", "serve", "integrations", "testing"})
 #: Each room listed, and what it may import besides itself.
 MAY_IMPORT: dict[str, frozenset[str]] = {
     **{module: VOCABULARY for module in VOCABULARY},

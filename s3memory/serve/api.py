@@ -1,0 +1,171 @@
+"""The memory-store API's routes: who is asking, which store, which endpoint.
+
+Framework-free: :meth:`MemoryStoreAPI.handle` takes an ``http.Request`` and answers an
+``http.Response``; the ASGI face (``app``) and any other carry them. Every answer has a
+``request-id`` header; every error the API's error body, and ``x-should-retry: false`` on a
+4xx (the SDK would retry a 409).
+
+**Keys.** A request names its key as ``x-api-key`` or ``Authorization: Bearer`` (the SDK 2.14
+sends the second). This server knows one key, ``S3MEMORY_SERVE_KEY`` (at least 32
+characters), with full access to every store; it is compared in constant time and never
+stored. The actor a version records is the key's id, ``apikey_`` and 16 hex digits of a
+SHA-256 of the key (it names the key, not the secret).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .._core.memory import EncryptedMemory
+from .._errors import ConfigurationError, PathNotFoundError, S3MemoryError, StorageError
+from .http import ApiError, Request, Response, error_response, new_request_id, not_found
+from .memories import Memories
+from .registry import StoreRegistry
+
+log = logging.getLogger("s3memory.serve")
+
+MIN_KEY_CHARS = 32
+_STORES = re.compile(r"/v1/memory_stores/?")
+_STORE = re.compile(r"/v1/memory_stores/([^/]+)")
+_ARCHIVE = re.compile(r"/v1/memory_stores/([^/]+)/archive")
+_MEMORIES = re.compile(r"/v1/memory_stores/([^/]+)/memories/?")
+_MEMORY = re.compile(r"/v1/memory_stores/([^/]+)/memories/([^/]+)")
+_VERSIONS = re.compile(r"/v1/memory_stores/([^/]+)/memory_versions(/.*)?")
+
+
+def key_id(key: str) -> str:
+    """The id of a key: what versions record as their actor."""
+    return "apikey_" + hashlib.sha256(b"s3memory serve key\0" + key.encode()).hexdigest()[:16]
+
+
+def check_key(key: object) -> str:
+    """``key`` if it can be the server's key: a string of at least 32 characters, printable."""
+    if not isinstance(key, str) or len(key) < MIN_KEY_CHARS or not key.isprintable() or key != key.strip():
+        raise ConfigurationError(
+            f"S3MEMORY_SERVE_KEY must be a secret of at least {MIN_KEY_CHARS} printable characters "
+            "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return key
+
+
+def _method_not_allowed(request: Request) -> ApiError:
+    return ApiError(405, "invalid_request_error", f"{request.method} is not allowed on {request.path}.")
+
+
+class MemoryStoreAPI:
+    """The API over ``open_tenant(user_id, actor)``, a function giving a tenant's memory with
+    its changes made as ``actor`` (``UserMemories.open``)."""
+
+    def __init__(self, open_tenant: Callable[[str, str], EncryptedMemory], *, key: str) -> None:
+        self._key = check_key(key).encode()
+        self._actor = key_id(key)
+        self._open = open_tenant
+        self.registry = StoreRegistry(lambda user_id: open_tenant(user_id, self._actor))
+        self.memories = Memories(lambda user_id: open_tenant(user_id, self._actor))
+
+    def handle(self, request: Request) -> Response:
+        request_id = new_request_id()
+        try:
+            self._authenticate(request)
+            response = self._route(request)
+        except ApiError as error:
+            response = error.response(request_id)
+            if error.status >= 500 and error.status != 501:
+                del response.headers["x-should-retry"]  # the SDK may retry a 5xx (not "not implemented")
+        except StorageError as error:
+            # Never the error's text: it may name keys of the bucket.
+            log.warning("storage failed (%s) for %s %s", type(error).__name__, request.method, request.path)
+            response = error_response(503, "overloaded_error", "The storage behind this server failed.", request_id)
+            del response.headers["x-should-retry"]
+        except S3MemoryError as error:
+            log.error("could not answer %s %s (%s)", request.method, request.path, type(error).__name__)
+            response = error_response(500, "api_error", "The server could not answer this request.", request_id)
+            del response.headers["x-should-retry"]
+        response.headers["request-id"] = request_id
+        return response
+
+    def _authenticate(self, request: Request) -> None:
+        given = request.headers.get("x-api-key")
+        if given is None:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            given = token.strip() if scheme.lower() == "bearer" else None
+        if given is None or not hmac.compare_digest(given.encode(), self._key):
+            raise ApiError(401, "authentication_error", "invalid x-api-key")
+
+    def _route(self, request: Request) -> Response:
+        method, path = request.method.upper(), request.path
+        if _STORES.fullmatch(path):
+            if method == "GET":
+                return Response(200, self.registry.list(request.query))
+            if method == "POST":
+                return Response(200, self.registry.create(request.json()))
+            raise _method_not_allowed(request)
+        if match := _ARCHIVE.fullmatch(path):
+            if method != "POST":
+                raise _method_not_allowed(request)
+            return Response(200, self.registry.archive(match[1]))
+        if match := _MEMORIES.fullmatch(path):
+            return self._memories(request, method, match[1], None)
+        if match := _MEMORY.fullmatch(path):
+            return self._memories(request, method, match[1], match[2])
+        if match := _VERSIONS.fullmatch(path):
+            self.registry.require(match[1], writable=False)
+            raise ApiError(501, "api_error", "Memory versions are not served by this server yet.")
+        if match := _STORE.fullmatch(path):
+            if method == "GET":
+                return Response(200, self.registry.retrieve(match[1]))
+            if method == "POST":
+                return Response(200, self.registry.update(match[1], request.json()))
+            if method == "DELETE":
+                return Response(200, self.registry.delete(match[1]))
+            raise _method_not_allowed(request)
+        raise not_found(f"No route for {method} {path[:200]}.")
+
+    def _memories(self, request: Request, method: str, store_id: str, memory_id: str | None) -> Response:
+        writes = method in ("POST", "DELETE")
+        if memory_id is None and method not in ("GET", "POST"):
+            raise _method_not_allowed(request)
+        if memory_id is not None and method not in ("GET", "POST", "DELETE"):
+            raise _method_not_allowed(request)
+        # Deleting a memory of an archived store is allowed (the API's rule); changing one is not.
+        self.registry.require(store_id, writable=writes and method != "DELETE")
+        memory = self._open(store_id, self._actor)
+        query = request.query
+        body: dict[str, Any]
+        try:
+            if memory_id is None:
+                if method == "GET":
+                    return Response(200, self.memories.list(store_id, memory, query))
+                return Response(200, self.memories.create(store_id, memory, request.json(), query))
+            if method == "GET":
+                return Response(200, self.memories.retrieve(store_id, memory, memory_id, query))
+            if method == "POST":
+                body = request.json()
+                return Response(200, self.memories.update(store_id, memory, memory_id, body, query))
+            return Response(200, self.memories.delete(store_id, memory, memory_id, query))
+        except PathNotFoundError:
+            raise not_found(f"No memory with id {memory_id}.") from None
+
+
+def build_api(settings: Any, *, serve_key: str) -> MemoryStoreAPI:
+    """The API over the stores these ``Settings`` say where to keep (the embedded default
+    without a bucket): one S3 client, KMS client and key cache for every store."""
+    from .._factory import UserMemories
+
+    check_key(serve_key)
+    memories = UserMemories(**settings.memory_options())
+
+    def open_tenant(user_id: str, actor: str) -> EncryptedMemory:
+        memory = memories.open(user_id, actor=actor)
+        if not isinstance(memory, EncryptedMemory):  # mounts are not served
+            raise ConfigurationError("s3memory serve does not serve mounts")
+        return memory
+
+    if settings.mounts:
+        raise ConfigurationError("s3memory serve does not serve mounts: unset S3MEMORY_MOUNTS")
+    return MemoryStoreAPI(open_tenant, key=serve_key)
