@@ -43,7 +43,7 @@ __all__ = [
     "read_managed",
 ]
 
-MANAGED_MAX_BYTES = 100_000  # "a single memory is capped at 100KB": larger ones may be refused there
+MANAGED_MAX_BYTES = 102_400  # the SDK's MemoryCreateParams: "The maximum size is 100 kB (102,400 bytes)"
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _MAY_ACT = re.compile(r"[^ -~]")  # json.dumps already escaped the C0 controls; look at the rest
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import click
 
-from .._admin.interchange import MANAGED_MAX_BYTES, ManagedMemory, format_managed, read_managed
+from .._admin.interchange import ManagedMemory, format_managed, read_managed
 from .._admin.manage import MemoryAdmin, NotExists
 from .._errors import InvalidPathError, PathExistsError, PreconditionFailedError, S3MemoryError
 from .._paths import parse_path
@@ -400,14 +400,14 @@ def export(ctx: click.Context, destination: str | None, format_: str, source: st
 
     With --format managed, FILE holds one memory a line, sorted by path, as
     {"path": "/x.md", "content": ..., "content_sha256": ..., "size_bytes": N}, the path rooted
-    at --from; s3memory import --format managed reads it back. A memory over 100,000 bytes,
-    which a managed store may refuse, is warned about.
+    at --from; s3memory import --format managed reads it back. A managed store takes memories
+    of up to 102,400 bytes: the size limit of every s3memory file, so each one fits.
 
     \b
     --json: {"directory": ..., "from": ..., "files": N, "exported": N,
              "failed": [{"path": ..., "error": ..., "status": exit status}]}
     --format managed --json (FILE only): {"file": ..., "format": "managed", "from": ...,
-             "memories": N, "exported": N, "over_100000_bytes": [path, ...],
+             "memories": N, "exported": N,
              "failed": [{"path": ..., "error": ..., "status": exit status}]}
     """
     if format_ == "managed":
@@ -610,22 +610,12 @@ def _export_managed(ctx: click.Context, file: str, source: str, *, force: bool, 
             die(str(error), EXIT_REFUSED)
         finally:
             os.close(top)
-    large = sorted(path for path, text in texts.items() if len(text.encode("utf-8")) > MANAGED_MAX_BYTES)
-    if not invocation(ctx).json:
-        for path in large:
-            size = len(texts[path].encode("utf-8"))
-            click.echo(
-                f"{printable(path, name=True)}: warning: {size:,} bytes, over the {MANAGED_MAX_BYTES:,} "
-                "a managed memory store may accept",
-                err=True,
-            )
     document = {
         "file": file,
         "format": "managed",
         "from": base,
         "memories": len(entries),
         "exported": len(memories),
-        "over_100000_bytes": large,
     }
     shown = "exported" if to_stdout else f"exported to {printable(file, name=True)}"
     _report(ctx, shown, len(entries), failures, document, unit="memories", summary_on_stderr=to_stdout)

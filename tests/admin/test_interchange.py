@@ -39,7 +39,7 @@ from s3memory.cli import EXIT_REFUSED, EXIT_USAGE, cli
 DATA = DATA_DIR
 EXPORT = (DATA / "managed_export.jsonl").read_bytes()
 PAGE = (DATA / "managed_page.json").read_bytes()
-BIG = "0123456789abcde\n" * 6_400  # exactly 100 KiB: the memory's limit, over the managed 100,000 bytes
+BIG = "0123456789abcde\n" * 6_400  # exactly 100 KiB (102,400 bytes): the limit of a memory, here and in a managed store
 
 
 def line(path: object, content: object, **extra: Any) -> bytes:
@@ -275,9 +275,7 @@ def test_import_then_export_gives_the_hand_written_file_back(home: Path, tmp_pat
     exported = run("export", "--format", "managed", str(out))
     assert exported.exit_code == 0
     assert exported.stdout == f"exported to {out}: 9 of 9 memories\n"
-    assert exported.stderr == (
-        "/memories/big/exactly-100KiB.txt: warning: 102,400 bytes, over the 100,000 a managed memory store may accept\n"
-    )
+    assert exported.stderr == ""  # exactly 102,400 bytes: what a managed store accepts, no more
     assert out.read_bytes() == with_big(EXPORT)
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
@@ -378,7 +376,6 @@ def test_export_json_and_standard_output(home: Path, tmp_path: Path) -> None:
         "from": "/memories",
         "memories": 2,
         "exported": 2,
-        "over_100000_bytes": ["/memories/big.md"],
         "failed": [],
     }
     piped = run("export", "--format", "managed", "-")
@@ -495,3 +492,11 @@ def test_the_commands_on_s3_as_configured(home: Path, tmp_path: Path, s3_client:
 def test_a_memory_with_a_data_field_is_a_memory_not_a_page() -> None:
     found = read_managed(b'{"path": "/p.md", "content": "x", "data": []}')
     assert [m.path for m in found.memories] == ["/memories/p.md"] and found.refused == []
+
+
+def test_every_s3memory_file_fits_a_managed_memory() -> None:
+    """What lets export promise that each memory fits: the SDK's 102,400-byte limit is the
+    size limit of every s3memory file (``export --format managed`` warns of nothing)."""
+    from s3memory import Limits
+
+    assert MANAGED_MAX_BYTES == Limits().max_file_bytes == 102_400
