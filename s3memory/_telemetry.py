@@ -273,7 +273,7 @@ class _Api:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         self.trace = trace
-        self.client, self.internal = SpanKind.CLIENT, SpanKind.INTERNAL
+        self.client, self.internal, self.server = SpanKind.CLIENT, SpanKind.INTERNAL, SpanKind.SERVER
         self.error = Status(StatusCode.ERROR)  # no description: it would be the message
 
 
@@ -407,3 +407,32 @@ def _in_span(
             outer.usage.add(usage.requests, usage.retries, usage.sent, usage.received)
             outer.depth += lane.depth
         span.end()
+
+
+def serve_request(method: str, route: str, answer: Callable[[], T], status_of: Callable[[T], int]) -> T:
+    """``answer()`` as one ``SERVER`` span of the memory-store API (``s3memory serve``), as
+    the HTTP conventions name one: ``{method} {route}``, ``http.request.method``,
+    ``http.route`` (the template, never an id), ``http.response.status_code``, and
+    ``error.type`` (the status) for a 5xx. The memory calls it makes are its children."""
+    tracer = _get_tracer() if INSTALLED else None
+    if tracer is None:
+        return answer()
+    assert _api is not None
+    span = tracer.start_span(
+        f"{method} {route}",
+        kind=_api.server,
+        attributes={"http.request.method": method, "http.route": route},
+    )
+    with _api.trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        try:
+            result = answer()
+        except BaseException as exc:
+            span.set_attribute(ERROR_TYPE, type(exc).__name__)
+            span.set_status(_api.error)
+            raise
+        status = status_of(result)
+        span.set_attribute("http.response.status_code", status)
+        if status >= 500:
+            span.set_attribute(ERROR_TYPE, str(status))
+            span.set_status(_api.error)
+        return result

@@ -48,6 +48,11 @@ class MemoryVersion:
     verified: bool
     note: str = ""
     finding: str | None = None
+    #: The stored version's ETag (bare; "" for a deletion). A redacted version keeps it, and
+    #: says when and by whom it was redacted.
+    etag: str = ""
+    redacted_at: datetime.datetime | None = None
+    redacted_by: str | None = None
 
 
 def _when(us: float) -> datetime.datetime:
@@ -196,6 +201,7 @@ class EntryBuilder:
                 None,
                 version.is_latest,
                 False,
+                etag=bare_etag(version.etag),
             )
             if provenance is None:  # when the store wrote it (perhaps to the second only), in order
                 entry = replace(entry, note=problem, at=max(entry.at, out[-1].at) if out else entry.at)
@@ -211,7 +217,9 @@ class EntryBuilder:
                 )
                 if last is not None and provenance.rev == last.rev and out and not after_marker:
                     # The same version copied again (a key rotation re-wraps in place).
-                    out[-1] = replace(out[-1], version=version.version_id, current=version.is_latest)
+                    out[-1] = replace(
+                        out[-1], version=version.version_id, current=version.is_latest, etag=bare_etag(version.etag)
+                    )
                     last_etag = version.etag
                     continue
                 problem = self._out_of_sequence(provenance, last, seen, after_marker=after_marker)
@@ -320,6 +328,9 @@ class EntryBuilder:
                         False,
                         True,
                         note,
+                        etag=bare_etag(str(record.get("etag") or "")),
+                        redacted_at=_when(record.get("at", 0)),
+                        redacted_by=None if record.get("by") is None else str(record.get("by")),
                     ),
                 )
         return list(out.values())

@@ -6,14 +6,17 @@ Framework-free: :meth:`MemoryStoreAPI.handle` takes an ``http.Request`` and answ
 4xx (the SDK would retry a 409).
 
 **Keys.** A request names its key as ``x-api-key`` or ``Authorization: Bearer`` (the SDK 2.14
-sends the second). This server knows one key, ``S3MEMORY_SERVE_KEY`` (at least 32
-characters), with full access to every store; it is compared in constant time and never
-stored. The actor a version records is the key's id, ``apikey_`` and 16 hex digits of a
-SHA-256 of the key (it names the key, not the secret).
+sends the second). The server's own key, ``S3MEMORY_SERVE_KEY`` (at least 32 characters),
+has full access to every store; it is compared in constant time and never stored; its id is
+``apikey_`` and 16 hex digits of a SHA-256 of the key. The keys ``s3memory serve-key``
+makes (``keys``) are stored as hashes, scoped to stores and to reading or writing. Every
+version records the id of the key that wrote it as its actor (it names the key, not the
+secret). A store outside a key's scope is answered as one that does not exist (404).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
@@ -21,11 +24,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .. import _telemetry
 from .._core.memory import EncryptedMemory
 from .._errors import ConfigurationError, PathNotFoundError, S3MemoryError, StorageError
 from .http import ApiError, Request, Response, error_response, new_request_id, not_found
+from .keys import KeyRing, Principal
 from .memories import Memories
 from .registry import StoreRegistry
+from .versions import Versions
 
 log = logging.getLogger("s3memory.serve")
 
@@ -35,7 +41,31 @@ _STORE = re.compile(r"/v1/memory_stores/([^/]+)")
 _ARCHIVE = re.compile(r"/v1/memory_stores/([^/]+)/archive")
 _MEMORIES = re.compile(r"/v1/memory_stores/([^/]+)/memories/?")
 _MEMORY = re.compile(r"/v1/memory_stores/([^/]+)/memories/([^/]+)")
-_VERSIONS = re.compile(r"/v1/memory_stores/([^/]+)/memory_versions(/.*)?")
+_VERSIONS = re.compile(r"/v1/memory_stores/([^/]+)/memory_versions/?")
+_VERSION = re.compile(r"/v1/memory_stores/([^/]+)/memory_versions/([^/]+)")
+_REDACT = re.compile(r"/v1/memory_stores/([^/]+)/memory_versions/([^/]+)/redact")
+
+
+#: Each route's template, as spans name it (never an id).
+_ROUTES = (
+    (_STORES, "/v1/memory_stores"),
+    (_ARCHIVE, "/v1/memory_stores/{memory_store_id}/archive"),
+    (_MEMORIES, "/v1/memory_stores/{memory_store_id}/memories"),
+    (_MEMORY, "/v1/memory_stores/{memory_store_id}/memories/{memory_id}"),
+    (_VERSIONS, "/v1/memory_stores/{memory_store_id}/memory_versions"),
+    (_REDACT, "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact"),
+    (_VERSION, "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}"),
+    (_STORE, "/v1/memory_stores/{memory_store_id}"),
+)
+
+
+def route_of(path: str) -> str:
+    """The template of the route ``path`` takes (``"unknown"`` for none)."""
+    return next((template for pattern, template in _ROUTES if pattern.fullmatch(path)), "unknown")
+
+
+def _status(response: Response) -> int:
+    return response.status
 
 
 def key_id(key: str) -> str:
@@ -59,20 +89,32 @@ def _method_not_allowed(request: Request) -> ApiError:
 
 class MemoryStoreAPI:
     """The API over ``open_tenant(user_id, actor)``, a function giving a tenant's memory with
-    its changes made as ``actor`` (``UserMemories.open``)."""
+    its changes made as ``actor`` (``UserMemories.open``). ``key`` is the server's own key,
+    with full access; the keys of ``keys`` (``s3memory serve-key``) are scoped."""
 
     def __init__(self, open_tenant: Callable[[str, str], EncryptedMemory], *, key: str) -> None:
         self._key = check_key(key).encode()
-        self._actor = key_id(key)
+        self._full = Principal.full(key_id(key))
         self._open = open_tenant
-        self.registry = StoreRegistry(lambda user_id: open_tenant(user_id, self._actor))
-        self.memories = Memories(lambda user_id: open_tenant(user_id, self._actor))
+        self.registry = StoreRegistry(lambda user_id: open_tenant(user_id, self._full.key_id))
+        self.keys = KeyRing(lambda user_id: open_tenant(user_id, self._full.key_id))
+        self.memories = Memories(lambda user_id: open_tenant(user_id, self._full.key_id))
+        self.versions = Versions()
 
-    def handle(self, request: Request) -> Response:
+    def handle(self, request: Request, *, principal: Principal | None = None) -> Response:
+        """The answer to ``request``, in a ``SERVER`` span when OpenTelemetry is on.
+
+        ``principal``: the caller as a face that authenticated it vouches for it (the Lambda
+        function behind its JWT authorizer); without it, the request's key decides."""
+        method = request.method.upper()
+        answer = functools.partial(self._answer, request, principal)
+        return _telemetry.serve_request(method, route_of(request.path), answer, _status)
+
+    def _answer(self, request: Request, principal: Principal | None) -> Response:
         request_id = new_request_id()
         try:
-            self._authenticate(request)
-            response = self._route(request)
+            caller = principal if principal is not None else self._authenticate(request)
+            response = self._route(request, caller)
         except ApiError as error:
             response = error.response(request_id)
             if error.status >= 500 and error.status != 501:
@@ -89,54 +131,87 @@ class MemoryStoreAPI:
         response.headers["request-id"] = request_id
         return response
 
-    def _authenticate(self, request: Request) -> None:
+    def _authenticate(self, request: Request) -> Principal:
         given = request.headers.get("x-api-key")
         if given is None:
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
             given = token.strip() if scheme.lower() == "bearer" else None
-        if given is None or not hmac.compare_digest(given.encode(), self._key):
-            raise ApiError(401, "authentication_error", "invalid x-api-key")
+        if given is not None:
+            if hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._key):
+                return self._full
+            found = self.keys.authenticate(given)
+            if found is not None:
+                return found
+        raise ApiError(401, "authentication_error", "invalid x-api-key")
 
-    def _route(self, request: Request) -> Response:
+    def _tenant(
+        self, store_id: str, caller: Principal, *, writable: bool, archived_too: bool = True
+    ) -> EncryptedMemory:
+        """A store's memory opened as the caller, after its scope (404 outside it: nothing is
+        told of stores it may not see) and the store's state (an archived one refuses changes
+        unless ``archived_too``: its memories may still be deleted and its versions redacted)."""
+        if writable:
+            caller.require_write(store_id)
+        else:
+            caller.require_read(store_id)
+        self.registry.require(store_id, writable=not archived_too)
+        return self._open(store_id, caller.key_id)
+
+    def _route(self, request: Request, caller: Principal) -> Response:
         method, path = request.method.upper(), request.path
         if _STORES.fullmatch(path):
             if method == "GET":
-                return Response(200, self.registry.list(request.query))
+                return Response(200, self.registry.list(request.query, only=caller.stores))
             if method == "POST":
+                caller.require_manage()
                 return Response(200, self.registry.create(request.json()))
             raise _method_not_allowed(request)
         if match := _ARCHIVE.fullmatch(path):
             if method != "POST":
                 raise _method_not_allowed(request)
+            caller.require_read(match[1])
+            caller.require_manage()
             return Response(200, self.registry.archive(match[1]))
         if match := _MEMORIES.fullmatch(path):
-            return self._memories(request, method, match[1], None)
+            return self._memories(request, caller, method, match[1], None)
         if match := _MEMORY.fullmatch(path):
-            return self._memories(request, method, match[1], match[2])
+            return self._memories(request, caller, method, match[1], match[2])
         if match := _VERSIONS.fullmatch(path):
-            self.registry.require(match[1], writable=False)
-            raise ApiError(501, "api_error", "Memory versions are not served by this server yet.")
+            if method != "GET":
+                raise _method_not_allowed(request)
+            memory = self._tenant(match[1], caller, writable=False)
+            return Response(200, self.versions.list(match[1], memory, request.query))
+        if match := _REDACT.fullmatch(path):
+            if method != "POST":
+                raise _method_not_allowed(request)
+            memory = self._tenant(match[1], caller, writable=True)  # allowed on an archived store
+            return Response(200, self.versions.redact(match[1], memory, match[2]))
+        if match := _VERSION.fullmatch(path):
+            if method != "GET":
+                raise _method_not_allowed(request)
+            memory = self._tenant(match[1], caller, writable=False)
+            return Response(200, self.versions.retrieve(match[1], memory, match[2], request.query))
         if match := _STORE.fullmatch(path):
+            caller.require_read(match[1])
             if method == "GET":
                 return Response(200, self.registry.retrieve(match[1]))
+            if method not in ("POST", "DELETE"):
+                raise _method_not_allowed(request)
+            caller.require_manage()
             if method == "POST":
                 return Response(200, self.registry.update(match[1], request.json()))
-            if method == "DELETE":
-                return Response(200, self.registry.delete(match[1]))
-            raise _method_not_allowed(request)
+            return Response(200, self.registry.delete(match[1]))
         raise not_found(f"No route for {method} {path[:200]}.")
 
-    def _memories(self, request: Request, method: str, store_id: str, memory_id: str | None) -> Response:
-        writes = method in ("POST", "DELETE")
-        if memory_id is None and method not in ("GET", "POST"):
-            raise _method_not_allowed(request)
-        if memory_id is not None and method not in ("GET", "POST", "DELETE"):
+    def _memories(
+        self, request: Request, caller: Principal, method: str, store_id: str, memory_id: str | None
+    ) -> Response:
+        if method not in (("GET", "POST") if memory_id is None else ("GET", "POST", "DELETE")):
             raise _method_not_allowed(request)
         # Deleting a memory of an archived store is allowed (the API's rule); changing one is not.
-        self.registry.require(store_id, writable=writes and method != "DELETE")
-        memory = self._open(store_id, self._actor)
+        writes = method in ("POST", "DELETE")
+        memory = self._tenant(store_id, caller, writable=writes, archived_too=method != "POST")
         query = request.query
-        body: dict[str, Any]
         try:
             if memory_id is None:
                 if method == "GET":

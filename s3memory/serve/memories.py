@@ -11,8 +11,8 @@ random 128-bit id sealed in every version, kept across edits and renames, so the
 survives a rename and is never stored in clear. A memory is found by its id through the
 sealed search index, whose entries repeat each version's provenance (at most 3 round
 trips, 1 when nothing changed). A version's id is ``memver_`` and 40 hex digits of a
-SHA-256 over the store, the object key and its ETag: stable for that stored version, and
-new for each change (a rename included). A file written without provenance (outside
+SHA-256 over the store, the memory's path and its stored version's ETag: stable for that
+version, and new for each change (a rename included). A file written without provenance (outside
 s3memory) has none of these: it is listed with an id made from its object key (``mem_k``),
 which an update or rename through the API replaces by a real one.
 
@@ -24,11 +24,8 @@ is the current version's time (see the server guide's limits).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import hashlib
-import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -49,14 +46,12 @@ from .._errors import (
 from .._paths import ROOT
 from .._search.index import IndexedFile, current_files
 from .http import ApiError, invalid, not_found
+from .query import decode_page, encode_page, full_view, integer, page_size, parameters
 
 #: The API's limits (the SDK's ``MemoryCreateParams``).
 MAX_CONTENT_BYTES = 102_400
 MAX_PATH_BYTES = 1024
 MAX_SEGMENTS = 20
-DEFAULT_PAGE_SIZE = 20
-MAX_PAGE_SIZE = 100
-MAX_FULL_PAGE_SIZE = 20
 #: How often an unconditional update or delete re-finds its memory after losing a race.
 ATTEMPTS = 5
 
@@ -66,7 +61,6 @@ _NEVER_IN_PATHS = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _CREATE_FIELDS = frozenset({"path", "content"})
 _UPDATE_FIELDS = frozenset({"path", "content", "precondition"})
 _LIST_PARAMETERS = frozenset({"path_prefix", "depth", "limit", "page", "view"})
-_IGNORED_PARAMETERS = frozenset({"beta"})
 
 
 # -- paths, ids, times -----------------------------------------------------------------------
@@ -106,8 +100,10 @@ def memory_id(file_id: str | None, key: str) -> str:
     return "mem_k" + hashlib.sha256(b"s3memory memory key\0" + key.encode()).hexdigest()[:32]
 
 
-def version_id(store_id: str, key: str, etag: str) -> str:
-    material = "\0".join(("s3memory memory version v1", store_id, key, etag.strip('"')))
+def version_id(store_id: str, stored_path: str, etag: str) -> str:
+    """``memver_`` and a hash of the store, the memory file's path (``/memories/...``) and the
+    stored version's ETag (or what stands for it: ``versions``)."""
+    material = "\0".join(("s3memory memory version v1", store_id, stored_path, etag.strip('"')))
     return "memver_" + hashlib.sha256(material.encode()).hexdigest()[:40]
 
 
@@ -118,27 +114,6 @@ def _time(us: int | None, fallback: float) -> str:
         else datetime.datetime.fromtimestamp(max(fallback, 0.0), tz=datetime.timezone.utc)
     )
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _view(query: Mapping[str, str], default: str) -> bool:
-    """True for ``view=full``."""
-    view = query.get("view", default)
-    if view not in ("basic", "full"):
-        raise invalid("view: must be 'basic' or 'full'")
-    return view == "full"
-
-
-def _single(query: Sequence[tuple[str, str]], allowed: frozenset[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for name, value in query:
-        if name in _IGNORED_PARAMETERS:
-            continue
-        if name not in allowed:
-            raise invalid(f"{name}: unknown query parameter")
-        if name in found:
-            raise invalid(f"{name}: given more than once")
-        found[name] = value
-    return found
 
 
 def _fields(body: Mapping[str, Any], allowed: frozenset[str]) -> None:
@@ -260,7 +235,7 @@ class Memories:
             "content_size_bytes": found.size,
             "created_at": created,
             "updated_at": updated,
-            "memory_version_id": version_id(store_id, found.key, found.etag),
+            "memory_version_id": version_id(store_id, _stored_path(found.path), found.etag),
             "content": found.text if full else None,
         }
 
@@ -288,7 +263,7 @@ class Memories:
     def create(
         self, store_id: str, memory: EncryptedMemory, body: Mapping[str, Any], query: Sequence[tuple[str, str]]
     ) -> dict[str, Any]:
-        full = _view(_single(query, frozenset({"view"})), "basic")
+        full = full_view(parameters(query, frozenset({"view"})), "basic")
         _fields(body, _CREATE_FIELDS)
         if "path" not in body:
             raise invalid("path: Field required")
@@ -307,7 +282,7 @@ class Memories:
     def retrieve(
         self, store_id: str, memory: EncryptedMemory, memory_id_: str, query: Sequence[tuple[str, str]]
     ) -> dict[str, Any]:
-        full = _view(_single(query, frozenset({"view"})), "full")
+        full = full_view(parameters(query, frozenset({"view"})), "full")
         return self._shape(store_id, self._find(memory, memory_id_), full)
 
     def update(
@@ -322,7 +297,7 @@ class Memories:
         hash when the change lands (compare-and-swap); a rename checks it just before moving.
         A change of both moves first (refused at once if the new path is taken), then
         writes the content conditionally on the hash the move kept."""
-        full = _view(_single(query, frozenset({"view"})), "basic")
+        full = full_view(parameters(query, frozenset({"view"})), "basic")
         _fields(body, _UPDATE_FIELDS)
         text = None if body.get("content") is None else _content(body["content"])
         new_path = None if body.get("path") is None else api_path(body["path"])
@@ -370,7 +345,7 @@ class Memories:
     def delete(
         self, store_id: str, memory: EncryptedMemory, memory_id_: str, query: Sequence[tuple[str, str]]
     ) -> dict[str, Any]:
-        given = _single(query, frozenset({"expected_content_sha256"}))
+        given = parameters(query, frozenset({"expected_content_sha256"}))
         expected = given.get("expected_content_sha256")
         if expected is not None and not _SHA256.fullmatch(expected):
             raise invalid("expected_content_sha256: must be 64 lowercase hexadecimal characters")
@@ -389,18 +364,16 @@ class Memories:
         raise ApiError(409, "conflict_error", f"Memory {memory_id_} kept changing; try again.")
 
     def list(self, store_id: str, memory: EncryptedMemory, query: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        given = _single(query, _LIST_PARAMETERS)
-        full = _view(given, "basic")
+        given = parameters(query, _LIST_PARAMETERS)
+        full = full_view(given, "basic")
         prefix = given.get("path_prefix", "/")
         if prefix != "/":
             if not prefix.endswith("/"):
                 raise invalid("path_prefix: must end with '/'")
             api_path(prefix[:-1], "path_prefix")
-        depth = _integer(given, "depth", 0, 0, MAX_SEGMENTS)
-        limit = _integer(given, "limit", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
-        if full:
-            limit = min(limit, MAX_FULL_PAGE_SIZE)
-        after = _decode_cursor(given["page"]) if "page" in given else None
+        depth = integer(given, "depth", 0, 0, MAX_SEGMENTS)
+        limit = page_size(given, full)
+        after = decode_page(given["page"]) if "page" in given else None
         items: list[tuple[str, dict[str, Any]]] = []
         prefixes: set[str] = set()
         for found in self._all(memory):
@@ -419,30 +392,4 @@ class Memories:
             items = [item for item in items if item[0] > after]
         page = items[:limit]
         more = len(items) > limit
-        return {"data": [shape for _, shape in page], "next_page": _encode_cursor(page[-1][0]) if more else None}
-
-
-def _integer(given: Mapping[str, str], name: str, default: int, least: int, most: int) -> int:
-    if name not in given:
-        return default
-    text = given[name]
-    if not re.fullmatch(r"-?\d{1,6}", text):
-        raise invalid(f"{name}: must be an integer")
-    value = int(text)
-    if not least <= value <= most:
-        raise invalid(f"{name}: must be between {least} and {most}")
-    return value
-
-
-def _encode_cursor(after: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(text: str) -> str:
-    try:
-        document = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (binascii.Error, ValueError, RecursionError):
-        raise invalid("page: not a page token this server gave") from None
-    if not isinstance(document, dict) or not isinstance(document.get("after"), str):
-        raise invalid("page: not a page token this server gave")
-    return str(document["after"])
+        return {"data": [shape for _, shape in page], "next_page": encode_page(page[-1][0]) if more else None}

@@ -425,12 +425,13 @@ class StoreRegistry:
             pass  # a concurrent delete of the same store removed it first: it is deleted
         return {"type": "memory_store_deleted", "id": store_id}
 
-    def list(self, query: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    def list(self, query: Sequence[tuple[str, str]], *, only: frozenset[str] | None = None) -> dict[str, Any]:
         """A page of stores, newest first (by ``created_at``, then id), from the query's
-        ``limit``, ``page``, ``include_archived``, ``created_at[gte]``, ``created_at[lte]``."""
+        ``limit``, ``page``, ``include_archived``, ``created_at[gte]``, ``created_at[lte]``;
+        with ``only``, of those stores alone (a scoped key's), filtered before the page is cut."""
         wanted = _ListQuery.of(query)
         found = sorted(
-            (record for record in self._records() if wanted.admits(record)),
+            (record for record in self._records() if wanted.admits(record) and (only is None or record["id"] in only)),
             key=lambda record: (record["created_at"], record["id"]),
             reverse=True,
         )

@@ -264,16 +264,6 @@ def test_a_wrong_method_is_405(rig: Rig, method: str, suffix: str) -> None:
     assert method in answer.body["error"]["message"]
 
 
-@pytest.mark.parametrize("suffix", ["/memory_versions", "/memory_versions/memver_1"])
-def test_memory_versions_are_not_implemented(rig: Rig, suffix: str) -> None:
-    answer = rig.call("GET", f"/v1/memory_stores/{rig.store_id}{suffix}")
-    assert answer.status == 501
-    assert answer.body["error"]["type"] == "api_error"
-    # Not implemented is not transient: the SDK must not retry it.
-    assert answer.headers["x-should-retry"] == "false"
-    assert answer.headers["request-id"] == answer.body["request_id"]
-
-
 def test_memory_versions_of_an_unknown_store_are_404(rig: Rig) -> None:
     answer = rig.call("GET", "/v1/memory_stores/memstore_" + "a" * 26 + "/memory_versions")
     assert answer.status == 404

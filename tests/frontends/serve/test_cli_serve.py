@@ -4,9 +4,14 @@ request lines on stderr."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import re
+import subprocess
 import sys
 import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +20,10 @@ from click.testing import CliRunner, Result
 from helpers.cli import ENV_NAMES
 
 import s3memory.serve.app as app_module
-from s3memory import ConfigurationError, Settings
-from s3memory.cli import EXIT_CONFIGURATION, EXIT_INTERRUPTED, EXIT_USAGE, cli
+from s3memory import ConfigurationError, EncryptedMemory, Settings, UserMemories
+from s3memory.cli import EXIT_CONFIGURATION, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE, cli
 from s3memory.cli.output import LOG_HANDLER
+from s3memory.serve.keys import KeyRing
 
 KEY = "k" * 31 + "!"  # 32 characters, the least accepted
 SERVE_NAMES = ("S3MEMORY_SERVE_KEY", "S3MEMORY_SERVE_HOST", "S3MEMORY_SERVE_PORT")
@@ -166,3 +172,178 @@ def test_request_lines_are_shown_on_stderr_unless_quiet(calls: Calls) -> None:
 
 def test_the_group_lists_serve(calls: Calls) -> None:
     assert "serve" in run("--help").stdout
+
+
+# -- serve-key -------------------------------------------------------------------------------
+# On the embedded default, for real: the keys are written to S3MEMORY_HOME and read back by
+# a KeyRing over the same settings, as a server would read them.
+
+STORE_A = "memstore_" + "a" * 26
+STORE_B = "memstore_" + "b" * 26
+CREATED_KEY = re.compile(r"s3m_[0-9a-f]{16}_[A-Za-z0-9_-]{43}\n")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], KeyRing]]:
+    """The embedded default in tmp_path; a function giving a KeyRing over it (a server's view)."""
+    for name in (*ENV_NAMES, *SERVE_NAMES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("S3MEMORY_HOME", str(tmp_path / "home"))
+    opened: list[Any] = []
+
+    def ring() -> KeyRing:
+        memories = UserMemories(**Settings.from_environment(None).memory_options())
+
+        def open_tenant(user_id: str) -> EncryptedMemory:
+            memory = memories.open(user_id)
+            assert isinstance(memory, EncryptedMemory)
+            opened.append(memory)
+            return memory
+
+        return KeyRing(open_tenant)
+
+    yield ring
+    for memory in opened:
+        memory.close()
+
+
+def listed(*argv: str) -> list[dict[str, Any]]:
+    result = run("serve-key", "list", "--json", *argv)
+    assert result.exit_code == 0, result.output
+    keys: list[dict[str, Any]] = json.loads(result.stdout)["keys"]
+    return keys
+
+
+def test_create_prints_the_key_alone_on_stdout_and_a_server_accepts_it(home: Callable[[], KeyRing]) -> None:
+    result = run("serve-key", "create", "ci bot")
+    assert result.exit_code == 0, result.output
+    assert CREATED_KEY.fullmatch(result.stdout)
+    [record] = listed()
+    assert record["name"] == "ci bot" and record["access"] == "read_write" and record["stores"] is None
+    assert result.stderr.startswith(f"created {record['id']} (ci bot): read_write, every store;")
+    assert "shown only now" in result.stderr
+    principal = home().authenticate(result.stdout.strip())
+    assert principal is not None and principal.key_id == record["id"] and principal.may_manage_stores
+
+
+def test_create_a_scoped_read_only_key_as_json(home: Callable[[], KeyRing]) -> None:
+    result = run("serve-key", "create", "reader", "--read-only", "--store", STORE_B, "--store", STORE_A, "--json")
+    assert result.exit_code == 0, result.output
+    created = json.loads(result.stdout)
+    assert created.keys() == {"key", "id", "name", "access", "stores", "created_at", "revoked_at"}
+    assert (created["name"], created["access"], created["stores"]) == ("reader", "read_only", [STORE_A, STORE_B])
+    principal = home().authenticate(created["key"])
+    assert principal is not None
+    assert (
+        principal.may_read(STORE_A)
+        and not principal.may_write(STORE_A)
+        and not principal.may_read("memstore_" + "c" * 26)
+    )
+
+
+def test_create_quiet_prints_only_the_key(home: Callable[[], KeyRing]) -> None:
+    result = run("serve-key", "create", "quiet one", "--quiet")
+    assert result.exit_code == 0
+    assert CREATED_KEY.fullmatch(result.stdout) and result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("",), "Invalid value for 'NAME': an API key's name must be 1 to 100 characters"),
+        (("n" * 101,), "must be 1 to 100 characters, not 101"),
+        (("a\x1bb",), "must be printable"),
+        (("n", "--store", "memstore_short"), "Invalid value for '--store': 'memstore_short' is not a memory store id"),
+        (("n", "--store", "memstore-registry"), "is not a memory store id"),
+        (("n", "--read-only", "--access", "admin"), "No such option '--access'"),
+        ((), "Missing argument 'NAME'"),
+    ],
+)
+def test_create_refuses_bad_arguments_as_usage_errors_and_creates_nothing(
+    home: Callable[[], KeyRing], argv: tuple[str, ...], message: str
+) -> None:
+    result = run("serve-key", "create", *argv)
+    assert result.exit_code == EXIT_USAGE
+    assert message in result.stderr and "\x1b" not in result.stderr
+    assert result.stdout == ""
+    assert listed() == []
+
+
+def test_list_shows_every_key_without_secrets_or_hashes(home: Callable[[], KeyRing]) -> None:
+    empty = run("serve-key", "list")
+    assert empty.exit_code == 0 and empty.stdout == ""
+    assert "no API keys; create one with: s3memory serve-key create NAME" in empty.stderr
+    keys = [
+        run("serve-key", "create", name, *extra).stdout.strip()
+        for name, *extra in (
+            ("everything",),
+            ("scoped", "--read-only", "--store", STORE_A),
+        )
+    ]
+    result = run("serve-key", "list")
+    assert result.exit_code == 0
+    first, second = listed()
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{first['id']}  read_write  {first['created_at']}  active ")
+    assert lines[0].endswith("  every store  everything")
+    assert lines[1].startswith(f"{second['id']}  read_only   {second['created_at']}  active ")
+    assert lines[1].endswith(f"  {STORE_A}  scoped")
+    json_output = run("serve-key", "list", "--json").stdout
+    for key in keys:
+        secret = key[len("s3m_0123456789abcdef_") :]
+        for shown in (result.stdout + result.stderr, json_output):
+            assert secret not in shown and hashlib.sha256(secret.encode()).hexdigest() not in shown
+    assert all(record.keys() == {"id", "name", "access", "stores", "created_at", "revoked_at"} for record in listed())
+
+
+def test_revoke_refuses_the_key_and_shows_in_the_list(home: Callable[[], KeyRing]) -> None:
+    key = run("serve-key", "create", "to revoke", "--quiet").stdout.strip()
+    [record] = listed()
+    server = home()
+    assert server.authenticate(key) is not None
+    result = run("serve-key", "revoke", record["id"])
+    assert result.exit_code == 0, result.output
+    [revoked] = listed()
+    assert revoked["revoked_at"] is not None
+    assert result.stdout == (
+        f"revoked {record['id']} (to revoke) at {revoked['revoked_at']}; "
+        "a running server refuses it within 30 seconds\n"
+    )
+    assert home().authenticate(key) is None  # a server started now refuses it
+    assert f"  {revoked['revoked_at']}  every store  to revoke" in run("serve-key", "list").stdout
+    again = run("serve-key", "revoke", record["id"], "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout) == revoked  # unchanged
+
+
+def test_revoke_of_an_unknown_key_is_refused_and_a_malformed_id_is_a_usage_error(home: Callable[[], KeyRing]) -> None:
+    unknown = run("serve-key", "revoke", "apikey_0123456789abcdef")
+    assert unknown.exit_code == EXIT_REFUSED
+    assert unknown.stderr == "Error: No API key with id apikey_0123456789abcdef.\n"
+    malformed = run("serve-key", "revoke", "s3m_0123456789abcdef_" + "a" * 43)
+    assert malformed.exit_code == EXIT_USAGE
+    assert "that is an API key, not an API key id (apikey_ and 16 hexadecimal digits): its id is " in malformed.stderr
+    assert "apikey_0123456789abcdef" in malformed.stderr
+    assert "a" * 43 not in malformed.stderr  # a key pasted by mistake is never echoed
+    other = run("serve-key", "revoke", "memstore_" + "a" * 26)
+    assert other.exit_code == EXIT_USAGE
+    assert f"'memstore_{'a' * 26}' is not an API key id" in other.stderr
+
+
+def test_serve_key_takes_the_settings_as_every_command(home: Callable[[], KeyRing]) -> None:
+    result = run("serve-key", "list", "--user", "../evil")
+    assert result.exit_code == EXIT_CONFIGURATION
+    assert result.stderr.startswith("Error: --user (S3MEMORY_USER) '../evil' is not allowed")
+    assert run("--json", "serve-key", "list").stdout.strip() == '{\n  "keys": []\n}'
+
+
+def test_the_group_lists_serve_key_and_its_commands(home: Callable[[], KeyRing]) -> None:
+    assert "serve-key" in run("--help").stdout
+    group_help = run("serve-key", "--help").stdout
+    assert all(name in group_help for name in ("create", "list", "revoke"))
+
+
+def test_the_cli_loads_no_module_of_the_server() -> None:
+    code = "import sys, s3memory.cli; print(sorted(m for m in sys.modules if m.startswith('s3memory.serve')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
