@@ -8,8 +8,9 @@ versions), in the API's words:
   ``modified`` (the API records a rename as a change of path); a deletion is ``deleted``.
   The old side of a rename (its delete marker) is not a version of the API.
 - ``created_by`` is the version's actor: an ``api_actor`` for this server's keys
-  (``apikey_...``), else a ``session_actor`` naming the actor as s3memory recorded it (the
-  application that opened the memory for an agent: ``cli``, ``mcp``, ``session:abc``).
+  (``apikey_...``), a ``user_actor`` for a person the Lambda face's token named (``u-...``),
+  else a ``session_actor`` naming the actor as s3memory recorded it (the application that
+  opened the memory for an agent: ``cli``, ``mcp``, ``session:abc``).
 - A redacted version keeps its operation, actor and time, and says when and by whom it was
   redacted; its content, hash, size and path are null.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,6 +58,8 @@ _LIST_PARAMETERS = frozenset(
     }
 )
 _READERS = 16
+#: A person, as the Lambda face names the token's subject (``user_id_for_subject``).
+_USER = re.compile(r"u-[a-z2-7]{32}")
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ def _actor(actor: str | None) -> dict[str, str] | None:
         return None
     if actor.startswith("apikey_"):
         return {"type": "api_actor", "api_key_id": actor}
+    if _USER.fullmatch(actor):
+        return {"type": "user_actor", "user_id": actor}
     return {"type": "session_actor", "session_id": actor}
 
 
@@ -229,7 +235,7 @@ def _admits(
         ("memory_id" not in given or version.memory_id == given["memory_id"])
         and (operation is None or version.operation == operation)
         and ("api_key_id" not in given or (actor.startswith("apikey_") and actor == given["api_key_id"]))
-        and ("session_id" not in given or (not actor.startswith("apikey_") and actor == given["session_id"]))
+        and ("session_id" not in given or (_actor(actor) or {}).get("session_id") == given["session_id"])
         and "service_account_id" not in given  # no service accounts here: none of theirs
         and (since is None or entry.at >= since)
         and (until is None or entry.at <= until)

@@ -95,7 +95,8 @@ def role_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]
 
 def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
     roles = named(template, "AWS::IAM::Role")
-    assert set(roles) == {"AgentRole", "MemoryRole"}
+    # MemoryStoreApiRole, the memory-store API's: tests/serve/test_aws_lambda.py
+    assert set(roles) == {"AgentRole", "MemoryRole", "MemoryStoreApiRole"}
     # The function's own role: the API key, and assuming the memory role; no S3, no KMS.
     agent = role_statements(template, "AgentRole")
     assert {a for s in agent for a in as_list(s["Action"])} == {
@@ -143,7 +144,7 @@ def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
     (tagging,) = [s for s in trust if s["Action"] == "sts:TagSession"]
     assert tagging["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["s3memory-user"]}
     # The key: rotated; used only by the memory role, only under the user's context.
-    (key,) = resources(template, "AWS::KMS::Key")
+    key = named(template, "AWS::KMS::Key")["MemoryKey"]  # MemoryStoreKey: tests/serve/test_aws_lambda.py
     assert key["EnableKeyRotation"] is True
     uses = [
         s for s in key["KeyPolicy"]["Statement"] if any(a in as_list(s["Action"]) for a in ("kms:Decrypt", "kms:*"))
@@ -161,7 +162,7 @@ def test_template_roles_are_least_privilege(template: dict[str, Any]) -> None:
 
 
 def test_template_function_is_wired_to_bucket_key_and_memory_role(template: dict[str, Any]) -> None:
-    (function,) = resources(template, "AWS::Serverless::Function")
+    function = named(template, "AWS::Serverless::Function")["AgentFunction"]
     variables = function["Environment"]["Variables"]
     assert variables["MEMORY_BUCKET"] == {"Ref": "MemoryBucket"}
     assert variables["MEMORY_KMS_KEY_ID"] == {"Fn::GetAtt": ["MemoryKey", "Arn"]}

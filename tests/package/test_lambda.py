@@ -759,12 +759,14 @@ def template() -> dict[str, Any]:
 
 def sam_transform(template: dict[str, Any]) -> dict[str, Any]:
     """What CloudFormation deploys: the template through the SAM transform, after
-    ``sam package`` has replaced CodeUri by an S3 location."""
+    ``sam package`` has replaced each function's CodeUri by an S3 location."""
     pytest.importorskip("samtranslator", reason="the dev extra installs aws-sam-translator")
     from samtranslator.translator.transform import transform
 
     packaged = copy.deepcopy(template)
-    packaged["Resources"]["AgentFunction"]["Properties"]["CodeUri"] = "s3://artifacts/agent.zip"
+    for resource in packaged["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            resource["Properties"]["CodeUri"] = "s3://artifacts/package.zip"
 
     class NoManagedPolicies:
         def load(self) -> dict[str, str]:
@@ -781,9 +783,11 @@ def test_the_chat_route_requires_the_jwt_authorizer(template: dict[str, Any]) ->
     assert not [r for r in deployed["Resources"].values() if r["Type"] == "AWS::ApiGatewayV2::Route"]
     openapi = apis["ChatApi"]["Body"]
     operations = [(path, verb, op) for path, ops in openapi["paths"].items() for verb, op in ops.items()]
-    assert [(path, verb) for path, verb, _ in operations] == [("/chat", "post")]
-    (_, _, chat) = operations[0]
-    assert chat["security"] == [{"OidcAuthorizer": []}]
+    # beside /chat, /v1/memory_stores (MemoryStoreApiFunction: tests/serve/test_aws_lambda.py)
+    assert ("/chat", "post") in [(path, verb) for path, verb, _ in operations]
+    assert all(op["security"] == [{"OidcAuthorizer": []}] for _, _, op in operations)  # no route without a token
+    (chat,) = [op for path, verb, op in operations if (path, verb) == ("/chat", "post")]
+    assert "${AgentFunction.Arn}" in chat["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"]
     assert chat["x-amazon-apigateway-integration"]["payloadFormatVersion"] == "2.0"  # what the handler reads
     scheme = openapi["components"]["securitySchemes"]["OidcAuthorizer"]["x-amazon-apigateway-authorizer"]
     assert scheme == {

@@ -158,8 +158,9 @@ def canned(fake_aws: None) -> Iterator[_Canned]:
     thread.join()
 
 
-def _canned_clients(server: _Canned) -> tuple[Any, CrtS3Client]:
-    boto = new_client("s3", region_name=REGION, endpoint_url=f"http://127.0.0.1:{server.server_port}", timeout=2)
+def _canned_clients(server: _Canned, *, timeout: float = 2) -> tuple[Any, CrtS3Client]:
+    endpoint = f"http://127.0.0.1:{server.server_port}"
+    boto = new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=timeout)
     return boto, CrtS3Client(boto)
 
 
@@ -736,8 +737,10 @@ def test_the_clients_attempts_are_honoured(
 
 @pytest.mark.slow  # 60 failing requests to each client
 def test_retries_stop_when_the_clients_retry_quota_is_spent(canned: _Canned) -> None:
-    """botocore's circuit breaker: a client whose requests keep failing stops retrying."""
-    boto, crt = _canned_clients(canned)
+    """botocore's circuit breaker: a client whose requests keep failing stops retrying.
+    (A timeout costs the quota twice a failure's: a generous one, so that a busy machine's
+    slow answer is not taken for one and the two clients' sequences stay comparable.)"""
+    boto, crt = _canned_clients(canned, timeout=30)
     _sleeps(crt)
     head = lambda c: c.head_object(Bucket="bkt", Key="t/k")  # noqa: E731
     for client in (boto, crt):
