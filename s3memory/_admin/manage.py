@@ -104,7 +104,8 @@ class MemoryInfo:
     #: From the version's sealed provenance, where known (None: a version written outside
     #: s3memory or before provenance, a read that does not open it): the file's id, kept
     #: across edits and renames; the version's time (µs since the epoch, authenticated);
-    #: that time again if the version is the file's first. ``etag``: the stored version's.
+    #: the time of the file's first version (None where its provenance does not say).
+    #: ``etag``: the stored version's.
     file_id: str | None = None
     changed_us: int | None = None
     created_us: int | None = None
@@ -394,7 +395,7 @@ class MemoryAdmin:
             if not writes.landed(files, parsed, shown, data_key):  # else our own write, re-sent
                 raise _LostRace from None
             etag = None  # the ETag of our own write, re-sent, is not in the answer that refused it
-        created = provenance.at_us if op == "created" else None
+        created = provenance.born_us
         return MemoryInfo(
             files.shown(parsed), len(data), _digest(data), None, provenance.file, provenance.at_us, created, etag
         )

@@ -177,21 +177,23 @@ class SealedFiles:
     ) -> tuple[dict[str, str], Provenance]:
         """``metadata`` with the provenance of this write sealed in under its ``data_key``, and
         that provenance (which the write's record repeats):
-        a new file unless it ``follows`` an earlier version (whose file id it keeps); made
+        a new file unless it ``follows`` an earlier version (whose file id and birth it keeps); made
         now, or at ``at_us`` (a rename gives its copies and its record one time).
 
         A history key made for this write and not stored yet is stored now: the write is
         about to land, past every refusal, and its key document lands before it."""
         if self.history_key is not None:
             self.history_key.commit_pending()
+        at = int(time.time() * 1_000_000) if at_us is None else at_us
         provenance = Provenance(
             op,
-            int(time.time() * 1_000_000) if at_us is None else at_us,
+            at,
             self.actor,
             new_file_id() if follows is None else follows.file,
             new_rev(),
             None if follows is None else follows.rev,
             finding,
+            at if follows is None else follows.born_us,
         )
         return with_provenance(metadata, provenance, data_key, object_key), provenance
 

@@ -5,14 +5,16 @@ request (``x-amz-meta-s3memory-p``), sealed under the version's own data key::
 
     base64url( nonce (12 bytes) || AES-256-GCM(k, nonce, record, aad = object key) )
     k      = HKDF-SHA256(data key, salt = message id (x-amz-i), info = "s3memory provenance v1")
-    record = {"v": 1, "op", "at", "by", "file", "rev", "prev"[, "finding"]}     (compact JSON)
+    record = {"v": 1, "op", "at", "by", "file", "rev", "prev"[, "born"][, "finding"]}  (compact JSON)
 
 ``op`` is ``created``, ``modified``, ``renamed`` or ``restored``; ``at`` the client's time in
 microseconds; ``by`` the actor the application named when it opened the memory (never the
 model); ``file`` a random 128-bit id the file keeps across edits and renames; ``rev`` a
 random 96-bit id of this version and ``prev`` the ``rev`` of the version it replaced (null
 for a new file), so history can tell a replayed old version from the one it claims to
-follow; ``finding``, only when there is one, what the instruction screen found in the write
+follow; ``born``, the ``at`` of the file's first version, kept across edits and renames as
+``file`` is (absent where that first version predates it: a reader then knows no birth);
+``finding``, only when there is one, what the instruction screen found in the write
 (``instruction_policy="flag"``) or that a reviewer approved it (``_quarantine``): kinds and
 lines, never the text.
 
@@ -89,6 +91,7 @@ class Provenance:
     rev: str
     prev: str | None
     finding: str | None = None
+    born_us: int | None = None
 
     def record(self) -> dict[str, Any]:
         record = {
@@ -100,6 +103,8 @@ class Provenance:
             "rev": self.rev,
             "prev": self.prev,
         }
+        if self.born_us is not None:
+            record["born"] = self.born_us
         return record if self.finding is None else {**record, "finding": self.finding}
 
     @classmethod
@@ -117,7 +122,10 @@ class Provenance:
         finding = record.get("finding")
         if not (finding is None or (isinstance(finding, str) and len(finding) <= MAX_FINDING_CHARS)):
             raise ValueError("not a provenance record")
-        return cls(str(op), at, by, file, rev, prev, finding)
+        born = record.get("born")
+        if not (born is None or (isinstance(born, int) and not isinstance(born, bool))):
+            raise ValueError("not a provenance record")
+        return cls(str(op), at, by, file, rev, prev, finding, born)
 
 
 def _key(data_key: bytes, message_id: str) -> bytes:

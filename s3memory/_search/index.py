@@ -13,7 +13,7 @@ have (every one starts with ``/memories``), so the index never opens as a file, 
 as the index, nor one tenant's or deployment's index as another's. The plaintext is JSON,
 ``{"v": 1, "files": [{"k": object key, "e": ETag, "t": text or null, "f", "a", "c"}]}`` (null:
 a file that does not open, not tried again until it changes; ``f``, ``a``, ``c``: the
-version's file id, time, and time if it is the file's first, from its provenance, which
+version's file id, time, and the time of the file's first version, from its provenance, which
 the memory-store API's ids and times need; absent from entries older code wrote, which
 ``with_provenance`` reads again), **never compressed**: beside a secret,
 text an attacker influenced would turn a compressed size into a CRIME-style oracle. At most
@@ -116,8 +116,9 @@ class IndexedFile:
     text: str
     #: From the version's sealed provenance (None: it has none, or the index was written by a
     #: version of s3memory that did not keep it and ``with_provenance`` was not asked for):
-    #: the file's id (kept across edits and renames), the version's time (µs), and that time
-    #: again if the version is the file's first (``created``), else None.
+    #: the file's id (kept across edits and renames), the version's time (µs), and the time
+    #: of the file's first version (None where provenance does not say: a file whose first
+    #: version predates ``born``, edited since).
     file_id: str | None = None
     at_us: int | None = None
     created_us: int | None = None
@@ -163,8 +164,10 @@ def _entry(etag: str, text: str | None, provenance: _Provenance = _UNKNOWN) -> _
 def _provenance_of(provenance: Provenance | None) -> _Provenance:
     if provenance is None:
         return _NONE
-    created = provenance.at_us if provenance.op == "created" else None
-    return _Provenance(provenance.file, provenance.at_us, created)
+    born = provenance.born_us
+    if born is None and provenance.op == "created":
+        born = provenance.at_us  # a first version written before provenance kept its birth
+    return _Provenance(provenance.file, provenance.at_us, born)
 
 
 def _weight(entries: Mapping[str, _Entry]) -> int:

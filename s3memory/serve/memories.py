@@ -17,9 +17,9 @@ s3memory) has none of these: it is listed with an id made from its object key (`
 which an update or rename through the API replaces by a real one.
 
 **Times.** ``updated_at`` is the version's provenance time (authenticated). ``created_at``
-is the time of the memory's first version when its current version is that first one;
-after a change, provenance does not yet carry the first version's time, and ``created_at``
-is the current version's time (see the server guide's limits).
+is the time of the memory's first version, which provenance keeps (``born``) across edits
+and renames; a file whose first version predates ``born`` and was changed since has no
+known birth, and its ``created_at`` is its current version's time (the server guide says so).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def test_not_exists_creates_then_refuses(admin: MemoryAdmin) -> None:
         admin.memory.layout.key_for(admin.memory.gate.parse("/memories/seed.md"))
     ).etag.strip('"')
     edited = admin.write("/memories/seed.md", "hello again\n")
-    assert (edited.file_id, edited.created_us) == (info.file_id, None)  # the same file, not its first version
+    assert (edited.file_id, edited.created_us) == (info.file_id, info.created_us)  # the same file, born then
     assert edited.changed_us is not None and edited.changed_us >= info.changed_us and edited.etag != info.etag
     listed = admin.list("/memories/")
     assert [(i.file_id, i.etag, i.changed_us) for i in listed] == [(info.file_id, edited.etag, edited.changed_us)]

@@ -880,11 +880,11 @@ def test_entries_carry_each_versions_file_id_and_times_across_edits_and_renames(
     memory.str_replace("/memories/a.md", "alpha", "beta")
     memory.rename("/memories/a.md", "/memories/b.md")
     (moved,) = current_files(memory.files)
-    assert (moved.path.display, moved.file_id, moved.created_us) == ("/memories/b.md", first.file_id, None)
+    assert (moved.path.display, moved.file_id, moved.created_us) == ("/memories/b.md", first.file_id, first.created_us)
     assert moved.at_us is not None and moved.at_us >= first.at_us
     PROCESS_INDEX_CACHE.clear()  # a cold process reads them back from the stored index
     (cold,) = current_files(memory.files)
-    assert (cold.file_id, cold.at_us, cold.created_us) == (moved.file_id, moved.at_us, None)
+    assert (cold.file_id, cold.at_us, cold.created_us) == (moved.file_id, moved.at_us, first.created_us)
 
 
 def test_an_index_written_without_provenance_is_read_again_only_when_it_is_needed() -> None:
