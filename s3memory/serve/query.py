@@ -24,9 +24,9 @@ def parameters(query: Sequence[tuple[str, str]], allowed: frozenset[str]) -> dic
         if name in _IGNORED:
             continue
         if name not in allowed:
-            raise invalid(f"{name}: unknown query parameter")
+            raise invalid(f"{name}: unknown query parameter; known: {', '.join(sorted(allowed))}.")
         if name in found:
-            raise invalid(f"{name}: given more than once")
+            raise invalid(f"{name}: given more than once.")
         found[name] = value
     return found
 

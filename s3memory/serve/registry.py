@@ -43,6 +43,7 @@ from .._core.memory import EncryptedMemory
 from .._errors import InvalidCommandError, PathNotFoundError, PreconditionFailedError
 from .._search.index import current_files
 from .http import ApiError, invalid, not_found
+from .query import parameters
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,6 @@ CHANGE_ATTEMPTS = 10
 _CREATE_FIELDS = frozenset({"name", "description", "metadata"})
 _UPDATE_FIELDS = _CREATE_FIELDS
 _LIST_PARAMETERS = frozenset({"limit", "page", "include_archived", "created_at[gte]", "created_at[lte]"})
-#: Sent by some clients on every beta route; it selects nothing here.
-_IGNORED_PARAMETERS = frozenset({"beta"})
 _STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 _SHOWN_ID_CHARS = 80
 
@@ -236,15 +235,7 @@ class _ListQuery:
 
     @classmethod
     def of(cls, query: Sequence[tuple[str, str]]) -> _ListQuery:
-        given: dict[str, str] = {}
-        for key, value in query:
-            if key in _IGNORED_PARAMETERS:
-                continue
-            if key not in _LIST_PARAMETERS:
-                raise invalid(f"{key}: unknown query parameter; known: {', '.join(sorted(_LIST_PARAMETERS))}.")
-            if key in given:
-                raise invalid(f"{key}: given more than once.")
-            given[key] = value
+        given = parameters(query, _LIST_PARAMETERS)
         return cls(
             _limit(given.get("limit")),
             None if given.get("page") is None else _decode_cursor(given["page"]),
