@@ -411,3 +411,17 @@ def test_without_the_serve_extra_each_entry_point_says_what_to_install(app_witho
     ):
         with pytest.raises(ConfigurationError, match=r"s3memory\[serve\]"):
             entry()
+
+
+def test_the_listening_socket_sends_without_delay() -> None:
+    """Accepted connections inherit TCP_NODELAY from it: without, a keep-alive client waits
+    about 40 ms for each answer (Nagle's algorithm against its delayed ACKs)."""
+    import socket
+
+    from s3memory.serve import app as face
+
+    listener = face._listen("127.0.0.1", 0)
+    try:
+        assert listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        listener.close()
