@@ -115,7 +115,7 @@ class MemoryStoreAPI:
         self._open = open_tenant
         self.registry = StoreRegistry(lambda user_id: open_tenant(user_id, self._full.key_id))
         self.keys = KeyRing(lambda user_id: open_tenant(user_id, self._full.key_id))
-        self.memories = Memories(lambda user_id: open_tenant(user_id, self._full.key_id))
+        self.memories = Memories()
         self.versions = Versions()
 
     def handle(self, request: Request, *, principal: Principal | None = None) -> Response:

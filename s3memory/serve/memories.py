@@ -28,7 +28,7 @@ import datetime
 import hashlib
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,11 +205,8 @@ def _found(file: IndexedFile, shown: str) -> _Found:
 
 
 class Memories:
-    """The memories of the stores, for the API: ``open_tenant(store_id)`` gives the store's
-    memory, opened with the actor of the request."""
-
-    def __init__(self, open_tenant: Callable[[str], EncryptedMemory]) -> None:
-        self._open = open_tenant
+    """The memories endpoints, each given the store's memory as the request's caller opened
+    it (``api`` checks the caller's scope and the store first)."""
 
     def _all(self, memory: EncryptedMemory) -> list[_Found]:
         files = current_files(memory.files, write_back=not memory.read_only, with_provenance=True)
