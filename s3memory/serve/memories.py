@@ -90,7 +90,8 @@ def _stored_path(path: str) -> str:
     return ROOT + path
 
 
-def _api_path_of(shown: str) -> str:
+def api_path_of(shown: str) -> str:
+    """The API's path of a memory file shown as ``/memories/...``."""
     return shown[len(ROOT) :]
 
 
@@ -192,7 +193,7 @@ class _Found:
 def _found(file: IndexedFile, shown: str) -> _Found:
     return _Found(
         memory_id(file.file_id, file.key),
-        _api_path_of(shown),
+        api_path_of(shown),
         file.key,
         file.etag,
         file.size,
@@ -242,10 +243,10 @@ class Memories:
             for found in self._all(memory):
                 if found.key == key:
                     return found
-            raise not_found(f"The memory at {_api_path_of(info.path)} changed before it could be shown.")
+            raise not_found(f"The memory at {api_path_of(info.path)} changed before it could be shown.")
         return _Found(
             memory_id(info.file_id, key),
-            _api_path_of(info.path),
+            api_path_of(info.path),
             key,
             info.etag,
             info.size,

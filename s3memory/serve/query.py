@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,21 @@ def page_size(given: Mapping[str, str], full: bool) -> int:
     """``limit`` (1 to 100, default 20), at most 20 with ``view=full``."""
     limit = integer(given, "limit", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
     return min(limit, MAX_FULL_PAGE_SIZE) if full else limit
+
+
+def moment(field: str, text: str | None) -> datetime.datetime | None:
+    """An RFC 3339 time of a list's ``created_at`` bound, in UTC (a time without an offset is
+    taken as UTC); None if absent; 400 naming ``field`` if it is not one."""
+    if text is None:
+        return None
+    try:
+        # Python 3.10's fromisoformat does not read a trailing "Z" (3.11's does).
+        parsed = datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        return parsed.astimezone(datetime.timezone.utc)
+    except (ValueError, OverflowError):  # OverflowError: an offset that moves it past year 1 or 9999
+        raise invalid(f"{field}: must be an RFC 3339 date-time, not {text[:40]!r}.") from None
 
 
 def encode_page(after: str) -> str:

@@ -43,7 +43,7 @@ from .._core.memory import EncryptedMemory
 from .._errors import InvalidCommandError, PathNotFoundError, PreconditionFailedError
 from .._search.index import current_files
 from .http import ApiError, invalid, not_found
-from .query import parameters
+from .query import moment, parameters
 
 log = logging.getLogger(__name__)
 
@@ -269,16 +269,9 @@ def _switch(field: str, text: str) -> bool:
 
 
 def _bound(field: str, text: str | None) -> str | None:
-    """An RFC 3339 time as the records' stamps (a time without an offset is taken as UTC)."""
-    if text is None:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=datetime.timezone.utc)
-        return stamp(moment)
-    except (ValueError, OverflowError):  # OverflowError: an offset that moves it past year 1 or 9999
-        raise invalid(f"{field}: must be an RFC 3339 date-time, not {text[:40]!r}.") from None
+    """An RFC 3339 time as the records' stamps."""
+    parsed = moment(field, text)
+    return None if parsed is None else stamp(parsed)
 
 
 def _encode_cursor(record: Mapping[str, Any]) -> str:

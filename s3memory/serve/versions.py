@@ -37,10 +37,9 @@ from typing import Any
 from .._core.memory import EncryptedMemory
 from .._errors import ConfigurationError, VersionNotFoundError
 from .._history.entries import MemoryVersion
-from .._paths import ROOT
 from .http import ApiError, invalid, not_found
-from .memories import version_id
-from .query import decode_page, encode_page, full_view, page_size, parameters
+from .memories import api_path_of, version_id
+from .query import decode_page, encode_page, full_view, moment, page_size, parameters
 
 _OPERATIONS = {"created": "created", "modified": "modified", "restored": "modified", "renamed": "modified"}
 _LIST_PARAMETERS = frozenset(
@@ -110,16 +109,6 @@ def _history(store_id: str, memory: EncryptedMemory) -> list[_Version]:
     return _versions(store_id, entries)
 
 
-def _bound(name: str, text: str | None) -> datetime.datetime | None:
-    if text is None:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise invalid(f"{name}: must be an RFC 3339 time") from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
-
-
 class Versions:
     """The versions endpoints over one store's memory (as ``Memories`` for the memories)."""
 
@@ -137,7 +126,7 @@ class Versions:
             "operation": version.operation,
             "created_at": _stamp(entry.at),
             "created_by": _actor(entry.actor),
-            "path": None if redacted else entry.path[len(ROOT) :],
+            "path": None if redacted else api_path_of(entry.path),
             "content": content if full and not deleted_or_gone else None,
             "content_sha256": None if data is None else hashlib.sha256(data).hexdigest(),
             "content_size_bytes": None if data is None else len(data),
@@ -182,8 +171,8 @@ class Versions:
         operation = given.get("operation")
         if operation is not None and operation not in ("created", "modified", "deleted"):
             raise invalid("operation: must be 'created', 'modified' or 'deleted'")
-        since = _bound("created_at[gte]", given.get("created_at[gte]"))
-        until = _bound("created_at[lte]", given.get("created_at[lte]"))
+        since = moment("created_at[gte]", given.get("created_at[gte]"))
+        until = moment("created_at[lte]", given.get("created_at[lte]"))
         after = decode_page(given["page"]) if "page" in given else None
         versions = [v for v in _history(store_id, memory) if _admits(v, given, operation, since, until)]
         if after is not None:
