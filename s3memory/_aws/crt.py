@@ -1,9 +1,11 @@
 """A boto3 S3 client whose hot verbs go through awscrt: :func:`fast_client`.
 
 Why: botocore spends 0.75-0.85 ms of client CPU per S3 request even tuned (its HTTP stack,
-signing, endpoint rules and parsing, measured with ``bench/run.py``); awscrt's ``S3Client``
-signs, pools and speaks HTTP in C for about 0.15 ms. A 1,000-file rename is about
-2,000 requests, so that is most of its CPU. Only the six verbs ``S3Store`` calls per file go
+signing, endpoint rules and parsing, measured with ``bench/run.py``); awscrt signs and speaks
+HTTP in C. Requests go on keep-alive connections of awscrt's own (:mod:`.crt_http`), not
+through awscrt's ``S3Client``, whose machinery for large transfers cost twice the CPU a
+small request needs. A 1,000-file rename is about 2,000 requests, so that is most of its
+CPU. Only the six verbs ``S3Store`` calls per file go
 through awscrt (HEAD, GET, PUT, COPY, ListObjectsV2, DeleteObjects), and each answers the
 dict botocore would, or raises the ``ClientError`` (or connection error) botocore would, so
 ``S3Store`` and ``map_aws_error`` work unchanged. Everything else (versions, purge's
@@ -26,6 +28,7 @@ import io
 import os
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
@@ -42,8 +45,8 @@ from .crt_answers import (
     listing,
     local_name,
     object_fields,
-    xml_root,
 )
+from .crt_http import ConnectionPools
 from .crt_retry import TIMED_OUT, Retries, attempt_seconds, transport_error
 
 __all__ = ["CrtS3Client", "fast_client"]
@@ -68,8 +71,6 @@ _DELETE_OBJECT_FIELDS = frozenset({"Key", "VersionId", "ETag"})
 # S3 sends these to a client on the wrong region or endpoint; botocore follows them.
 _REDIRECT_CODES = frozenset({"PermanentRedirect", "TemporaryRedirect", "AuthorizationHeaderMalformed"})
 
-# Failures awscrt names without an answer to show, as botocore reports them.
-_S3_FAILURES = {"AWS_ERROR_S3_INTERNAL_ERROR": ("InternalError", 500), "AWS_ERROR_S3_SLOW_DOWN": ("SlowDown", 503)}
 Observer = Callable[[str, float, float], None]
 # awscrt's AwsSigningConfig's arguments, but the date and the body's hash.
 _SIGNING_FIELDS = (
@@ -104,13 +105,12 @@ def fast_client(client: Any) -> Any:
     client it can stand in for; otherwise ``client`` itself.
 
     It cannot for a client without credentials, an unsigned one, one behind a proxy or with
-    a client certificate: awscrt's S3 client supports none of these as botocore does; nor
-    with awscrt 0.38.0, whose own retries cannot be turned off.
+    a client certificate: this client supports none of these as botocore does.
     """
     if isinstance(client, CrtS3Client):
         return client
     try:
-        importlib.import_module("awscrt.s3")
+        importlib.import_module("awscrt.http")
     except ImportError:
         return client
     try:
@@ -195,6 +195,33 @@ class _Probe:
         self.local.session_token = "x-amz-s3session-token" in request.headers
         return AWSResponse(request.url, 200, {"Content-Length": "0"}, _NoBody())
 
+    def route(self, client: Any, bucket: str, region: str, scheme: str) -> _Route | None:
+        """Where ``client`` sends ``bucket``'s objects: the URL botocore's own endpoint rules
+        give (virtual-hosted or path style, the regional endpoint, FIPS, dual-stack...), from
+        a HEAD built and signed by ``client``, taken at ``before-send`` and answered there,
+        never sent. None for a bucket botocore signs otherwise than awscrt would (SigV4 for
+        "s3" in ``region``): an Object Lambda or Outposts ARN, SigV4A, S3 Express sessions."""
+        self.local.url = ""
+        self.local.active = True
+        try:
+            client.head_object(Bucket=bucket, Key=_PROBE_KEY)
+            url = urlsplit(self.local.url)
+            signed_as_ours = self.local.authorization.startswith("AWS4-HMAC-SHA256 ") and (
+                f"/{region}/s3/aws4_request," in self.local.authorization
+            )
+            if (
+                url.scheme == scheme
+                and url.path.endswith("/" + _PROBE_KEY)
+                and signed_as_ours
+                and not self.local.session_token
+            ):
+                return _Route(url.netloc, url.path[: -len(_PROBE_KEY)])
+        except Exception:  # botocore will report it, on its own request
+            pass
+        finally:
+            self.local.active = False
+        return None
+
 
 class _NoBody:
     """The raw body of :class:`_Probe`'s answer."""
@@ -225,7 +252,6 @@ class CrtS3Client:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._crt_s3 = importlib.import_module("awscrt.s3")
         self._crt_http = importlib.import_module("awscrt.http")
         self._crt_errors = importlib.import_module("awscrt.exceptions")
         crt_auth = importlib.import_module("awscrt.auth")
@@ -245,33 +271,46 @@ class CrtS3Client:
         self._lock = threading.Lock()
         connect = float(getattr(config, "connect_timeout", None) or 60)
         read = float(getattr(config, "read_timeout", None) or 60)
-        if not hasattr(self._crt_s3, "S3RetryMode"):  # awscrt 0.38.0 cannot leave retries to _send
-            raise _Unsupported("awscrt's retries cannot be turned off")
         self._retries = Retries(meta.service_model, _attempts(config))
         self._attempt_seconds = attempt_seconds(connect, read)
         self._sleep = time.sleep  # between attempts (a test's to replace)
         self._credentials = _Credentials(credentials, crt_auth.AwsCredentials)
         provider = crt_auth.AwsCredentialsProvider.new_delegate(self._credentials)
-        signing = self._crt_s3.create_default_s3_signing_config(region=self._region, credential_provider=provider)
-        options: dict[str, Any] = {
-            "region": self._region,
-            "signing_config": signing,
-            "retry_config": self._crt_s3.S3RetryConfig(retry_mode=self._crt_s3.S3RetryMode.NONE),
-            "connect_timeout_ms": max(int(connect * 1000), 1),
-        }
-        if parts.scheme == "http":
-            options["tls_mode"] = self._crt_s3.S3RequestTlsMode.DISABLED
-        else:
-            options["tls_connection_options"] = _tls_options(client)
-        self._crt = self._crt_s3.S3Client(**options)
+        signing = crt_auth.AwsSigningConfig(  # awscrt.s3's default S3 signing, without importing it
+            algorithm=crt_auth.AwsSigningAlgorithm.V4,
+            signature_type=crt_auth.AwsSignatureType.HTTP_REQUEST_HEADERS,
+            credentials_provider=provider,
+            region=self._region,
+            service="s3",
+            signed_body_header_type=crt_auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256,
+            signed_body_value=crt_auth.AwsSignedBodyValue.UNSIGNED_PAYLOAD,
+            use_double_uri_encode=False,
+            should_normalize_uri_path=False,
+        )
+        tls: Callable[[str], Any] | None = None
+        if parts.scheme != "http":
+            context = _tls_context(client)
+
+            def tls(host: str) -> Any:
+                options = context.new_connection_options()
+                options.set_server_name(host)
+                return options
+
+        pool_size = int(getattr(config, "max_pool_connections", None) or 10)
+        self._pools = ConnectionPools(tls=tls, connect_timeout=connect, max_idle=pool_size)
+        self._sign = crt_auth.aws_sign_request
         self._pid = os.getpid()  # awscrt's threads do not survive a fork: a child uses botocore
-        # No TLS: each body is signed, as botocore does. A config per body (made from these
+        # Under TLS the body is not signed (UNSIGNED-PAYLOAD, as botocore over HTTPS). Over
+        # plain HTTP each body is, as botocore does: a config per body (made from these
         # fields: awscrt's replace() costs three times as much); the empty body's kept.
-        self._empty_signing: Any = None
+        self._signing = signing
         if parts.scheme == "http":
-            self._empty_signing = signing.replace(signed_body_value=hashlib.sha256(b"").hexdigest())
+            self._signing = signing.replace(signed_body_value=hashlib.sha256(b"").hexdigest())
             self._signing_fields = {name: getattr(signing, name) for name in _SIGNING_FIELDS}
             self._signing_config = crt_auth.AwsSigningConfig
+            self._body_signed = True
+        else:
+            self._body_signed = False
         self._probe = _Probe()
         meta.events.register_first("before-send.s3.HeadObject", self._probe, unique_id=f"s3memory-crt-{id(self)}")
 
@@ -365,7 +404,7 @@ class CrtS3Client:
             if argument in kwargs:
                 headers.append((header, str(kwargs[argument])))
         try:
-            answer = self._send("CopyObject", "PUT", route, kwargs["Key"], "", headers, b"")
+            answer = self._send("CopyObject", "PUT", route, kwargs["Key"], "", headers, b"", xml=True)
         except _UseBoto3:
             return self._redirected("copy_object", kwargs)
         response = base_fields(answer)
@@ -392,11 +431,11 @@ class CrtS3Client:
                 query += f"&{name}={quote(str(kwargs[argument]), safe='-._~')}"
         query += "&encoding-type=url"
         try:
-            answer = self._send("ListObjectsV2", "GET", route, "", query, [])
+            answer = self._send("ListObjectsV2", "GET", route, "", query, [], xml=True)
         except _UseBoto3:
             return self._redirected("list_objects_v2", kwargs)
         response = base_fields(answer)
-        response.update(listing(xml_root(answer.body)))
+        response.update(listing(answer.root))
         return response
 
     def delete_objects(self, **kwargs: Any) -> dict[str, Any]:
@@ -421,13 +460,13 @@ class CrtS3Client:
         except ValueError:  # a FIPS build without MD5
             headers = [("x-amz-checksum-crc32", _crc32(body))]
         try:
-            answer = self._send("DeleteObjects", "POST", route, "", "?delete", headers, body)
+            answer = self._send("DeleteObjects", "POST", route, "", "?delete", headers, body, xml=True)
         except _UseBoto3:
             return self._redirected("delete_objects", kwargs)
         response = base_fields(answer)
         deleted: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
-        for child in xml_root(answer.body):
+        for child in answer.root:
             tag = local_name(child.tag)
             if tag in ("Deleted", "Error"):
                 entry: dict[str, Any] = {local_name(field.tag): field.text for field in child}
@@ -469,32 +508,7 @@ class CrtS3Client:
             return self._routes[bucket]
         except KeyError:
             pass
-        route: _Route | None = None
-        # The URL botocore's own endpoint rules give (virtual-hosted or path style, the
-        # regional endpoint, FIPS, dual-stack...): a HEAD built and signed by the boto3
-        # client, taken at ``before-send`` and answered there, never sent.
-        self._probe.local.url = ""
-        self._probe.local.active = True
-        try:
-            self._client.head_object(Bucket=bucket, Key=_PROBE_KEY)
-            url = urlsplit(self._probe.local.url)
-            # awscrt signs SigV4 for "s3" in the client's region: a bucket botocore signs
-            # otherwise (an Object Lambda or Outposts ARN, SigV4A, S3 Express sessions) stays
-            # botocore's.
-            signed_as_ours = self._probe.local.authorization.startswith("AWS4-HMAC-SHA256 ") and (
-                f"/{self._region}/s3/aws4_request," in self._probe.local.authorization
-            )
-            if (
-                url.scheme == urlsplit(self._endpoint).scheme
-                and url.path.endswith("/" + _PROBE_KEY)
-                and signed_as_ours
-                and not self._probe.local.session_token
-            ):
-                route = _Route(url.netloc, url.path[: -len(_PROBE_KEY)])
-        except Exception:  # botocore will report it, on its own request
-            route = None
-        finally:
-            self._probe.local.active = False
+        route = self._probe.route(self._client, bucket, self._region, urlsplit(self._endpoint).scheme)
         self._routes[bucket] = route
         return route
 
@@ -507,7 +521,9 @@ class CrtS3Client:
         query: str,
         headers: list[tuple[str, str]],
         body: bytes | None = None,
-    ) -> Exchange:
+        *,
+        xml: bool = False,
+    ) -> _Answer:
         """Send one request and wait for its whole answer, attempt after attempt as botocore's
         standard retry mode would (see :mod:`.crt_retry`). A failure raises what botocore
         would raise for it."""
@@ -517,8 +533,8 @@ class CrtS3Client:
         # The key quoted as botocore quotes it (only "/" and "~" kept); awscrt signs it as is.
         # A request on the bucket is "/bucket?..." (path style) or "/?..." as botocore's.
         path = (route.path + quote(key, safe="/~") if key else (route.path[:-1] or "/")) + query
-        signing = self._empty_signing
-        if signing is not None and body:
+        signing = self._signing
+        if self._body_signed and body:
             signing = self._signing_config(**self._signing_fields, signed_body_value=hashlib.sha256(body).hexdigest())
         started = time.perf_counter()
         state: dict[str, Any] | None = None  # the request's retry quota, once it is retried
@@ -526,7 +542,7 @@ class CrtS3Client:
         try:
             while True:
                 try:
-                    exchange = self._attempt(operation, method, path, headers, body, signing)
+                    exchange = self._attempt(operation, method, route.host, path, headers, body, signing, xml)
                     break
                 except _Retryable as failure:
                     state = {} if state is None else state
@@ -545,41 +561,61 @@ class CrtS3Client:
         self,
         operation: str,
         method: str,
+        host: str,
         path: str,
         headers: list[tuple[str, str]],
         body: bytes | None,
         signing: Any,
-    ) -> Exchange:
-        """One attempt of a request; a failure worth another is raised as ``_Retryable``."""
-        crt_http = self._crt_http
+        xml: bool,
+    ) -> _Answer:
+        """One attempt of a request on a pooled connection; a failure worth another is
+        raised as ``_Retryable``. With ``xml``, the answer's body is parsed (``root``)."""
+        crt_http, errors = self._crt_http, self._crt_errors
         # A request of its own each time: awscrt signs it in place and reads its body.
         request = crt_http.HttpRequest(method, path, crt_http.HttpHeaders(headers), io.BytesIO(body) if body else None)
-        exchange = Exchange()
-        pending = self._crt.make_request(
-            type=self._crt_s3.S3RequestType.DEFAULT,
-            request=request,
-            operation_name=operation,
-            signing_config=signing,
-            on_headers=exchange.on_headers,
-            on_body=exchange.on_body,
-        )
         try:
-            pending.finished_future.result(self._attempt_seconds)
-        except concurrent.futures.TimeoutError:  # awscrt has no read timeout: this is it
-            pending.cancel()
-            raise _Retryable(transport_error(TIMED_OUT, None, self._endpoint)) from None
-        except self._crt_errors.AwsCrtError as exc:
-            status = getattr(exc, "status_code", None)
-            if status:
-                raise _Retryable(self._client_error(operation, status, exc.headers or [], exc.body)) from None
-            if exc.name in _S3_FAILURES:  # e.g. a COPY answered 200 with an <Error>
-                code, status = _S3_FAILURES[exc.name]
-                text = f"<Error><Code>{code}</Code><Message>{escape(exc.message)}</Message></Error>"
-                raise _Retryable(self._client_error(operation, status, [], text.encode())) from None
-            if "CREDENTIALS" in exc.name or exc.name.startswith("AWS_AUTH"):  # botocore: before sending, no retry
-                raise self._credentials.failed() from None
+            self._sign(request, signing).result()
+        except (errors.AwsCrtError, RuntimeError):  # awscrt raises either when the credentials fail:
+            # botocore's error, not retried
+            raise self._credentials.failed() from None
+        exchange = _Answer()
+        try:
+            connection = self._pools.take(host)
+        except errors.AwsCrtError as exc:
             raise _Retryable(transport_error(exc.name, exc, self._endpoint)) from None
+        except concurrent.futures.TimeoutError:
+            raise _Retryable(transport_error("AWS_IO_SOCKET_TIMEOUT", None, self._endpoint)) from None
+        try:
+            stream = connection.request(request, on_response=exchange.on_headers, on_body=exchange.on_body)
+            stream.activate()
+            stream.completion_future.result(self._attempt_seconds)
+        except concurrent.futures.TimeoutError:  # awscrt has no read timeout: this is it
+            connection.close()
+            raise _Retryable(transport_error(TIMED_OUT, None, self._endpoint)) from None
+        except errors.AwsCrtError as exc:
+            connection.close()
+            raise _Retryable(transport_error(exc.name, exc, self._endpoint)) from None
+        self._pools.give_back(host, connection)
+        if exchange.status >= 300:
+            raise _Retryable(self._client_error(operation, exchange.status, exchange.headers, b"".join(exchange.body)))
+        if xml and exchange.body:
+            exchange.root = self._xml_of(operation, exchange)
         return exchange
+
+    def _xml_of(self, operation: str, answer: _Answer) -> ET.Element:
+        """The root of a 200's XML body, read as botocore reads it: an ``<Error>``, or XML
+        cut short, is a 500, retried. S3's usual answer to a COPY is left to
+        ``copy_result``, which reads it without a parser."""
+        data = b"".join(answer.body)
+        if operation == "CopyObject" and b"<CopyObjectResult" in data:
+            return _NO_XML
+        try:
+            root = ET.fromstring(data)
+        except ET.ParseError:
+            root = ET.Element("Error")
+        if local_name(root.tag) == "Error":
+            raise _Retryable(self._client_error(operation, 500, answer.headers, data))
+        return root
 
     def _client_error(
         self, operation: str, status: int, headers: list[tuple[str, str]], body: bytes | None
@@ -604,6 +640,19 @@ class CrtS3Client:
             cls = ClientError
         error: Exception = cls(response, operation)
         return error
+
+
+class _Answer(Exchange):
+    """An answer, and the root of its XML body when the verb reads one."""
+
+    __slots__ = ("root",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = _NO_XML
+
+
+_NO_XML = ET.Element("")
 
 
 class _EmptyObject(Exception):
@@ -668,7 +717,7 @@ _tls_lock = threading.Lock()
 _tls_contexts: dict[tuple[Any, ...], Any] = {}
 
 
-def _tls_options(client: Any) -> Any:
+def _tls_context(client: Any) -> Any:
     """awscrt's TLS options matching botocore's ``verify``: a CA bundle of the client's,
     or no verification if the client was built with ``verify=False``.
 
@@ -700,7 +749,7 @@ def _tls_options(client: Any) -> Any:
             for stale in [k for k in _tls_contexts if k[0] == key[0]]:  # the bundle's former version
                 del _tls_contexts[stale]
             _tls_contexts[key] = context
-    return context.new_connection_options()
+    return context
 
 
 def _simple_delete(delete: object) -> bool:

@@ -1,10 +1,9 @@
 """When :class:`~s3memory._aws.crt.CrtS3Client` retries a request: as botocore's standard
 retry mode does, decided by botocore's own classes (``botocore.retries.standard``).
 
-awscrt's retries are turned off: its client waits for a whole answer without a timeout per
-read, so a server that accepted a connection and never answered held a request for every
-attempt's timeouts and more (33 s with s3memory's defaults, where botocore gives up after
-15 s), and it retried no 429 or ``Throttling`` answer. Each attempt is bounded
+awscrt's HTTP connections neither retry nor time out a read (awscrt's ``S3Client``, used
+before, held a request to a server that never answered for 33 s where botocore gives up
+after 15 s, and retried no 429 or ``Throttling`` answer). Each attempt is bounded
 here (:func:`attempt_seconds`), and what is retried (throttling, 5xx, ``RequestTimeout``,
 failures to connect or to read), how long to back off (full jitter, at most 20 s) and when
 to stop (the attempts, the client's retry quota) is what the installed botocore decides.

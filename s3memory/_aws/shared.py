@@ -113,7 +113,7 @@ def describe_s3_client(client: Any) -> tuple[str, str]:
     if not isinstance(client, BaseClient):
         return "other", f"a client of the application's ({type(client).__name__})"
     try:
-        importlib.import_module("awscrt.s3")
+        importlib.import_module("awscrt.http")
     except ImportError:
         return "botocore", "awscrt is not installed (the fast extra: pip install 's3memory[fast]')"
     return "botocore", (

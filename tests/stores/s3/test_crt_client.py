@@ -241,7 +241,7 @@ def test_fast_client_wraps_only_a_boto3_s3_client(boto: Any, monkeypatch: pytest
     assert fast_client(kms) is kms
     other = object()
     assert fast_client(other) is other
-    monkeypatch.setitem(sys.modules, "awscrt.s3", None)  # as if awscrt were not installed
+    monkeypatch.setitem(sys.modules, "awscrt.http", None)  # as if awscrt were not installed
     assert fast_client(boto) is boto
 
 

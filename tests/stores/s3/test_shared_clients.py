@@ -80,7 +80,7 @@ def test_a_client_behind_a_mock_is_botocores_and_says_why(aws: None) -> None:
 
 
 def test_without_awscrt_the_reason_names_the_extra(fake_credentials: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "awscrt.s3", None)  # import awscrt.s3 now fails
+    monkeypatch.setitem(sys.modules, "awscrt.http", None)  # import awscrt.http now fails
     client = s3memory.s3_client(region_name=REGION, endpoint_url=NOWHERE, timeout=3)
     assert describe_s3_client(client) == (
         "botocore",

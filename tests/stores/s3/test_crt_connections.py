@@ -1,0 +1,154 @@
+"""The awscrt client's own connections (``s3memory._aws.crt_http``): kept alive and reused as
+urllib3 reuses botocore's, never reused once the server closed them, and a 200 whose body is
+an error or cut short read as botocore reads it (retried, then botocore's error)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from helpers import REGION
+
+from s3memory import S3Store, StorageError
+from s3memory._aws.clients import new_client
+from s3memory.testing import use_fake_aws_credentials
+
+pytest.importorskip("awscrt", reason="awscrt is not installed (pip install 's3memory[fast]')")
+
+from s3memory._aws.crt import CrtS3Client
+
+Reply = Callable[[str], tuple[int, dict[str, str], bytes]]
+
+
+class _Server(ThreadingHTTPServer):
+    """Answers what ``reply(method)`` says; counts the connections it accepted and requests."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.connections = 0
+        self.requests = 0
+        self.lock = threading.Lock()
+        self.reply: Reply = lambda method: (200, {}, b"")
+
+    def get_request(self) -> Any:
+        accepted = super().get_request()
+        with self.lock:
+            self.connections += 1
+        return accepted
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+    def _any(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        with self.server.lock:
+            self.server.requests += 1
+        status, headers, data = self.server.reply(self.command)
+        self.send_response(status)
+        for name, value in {"Content-Length": str(len(data)), **headers}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        if headers.get("Connection") == "close":
+            self.close_connection = True
+
+    do_GET = do_PUT = do_POST = do_HEAD = _any
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
+    use_fake_aws_credentials(monkeypatch)
+    served = _Server()
+    thread = threading.Thread(target=served.serve_forever, daemon=True)
+    thread.start()
+    yield served
+    served.shutdown()
+    served.server_close()
+    thread.join()
+
+
+def _clients(server: _Server) -> tuple[Any, CrtS3Client]:
+    boto = new_client("s3", region_name=REGION, endpoint_url=f"http://127.0.0.1:{server.server_port}", timeout=2)
+    crt = CrtS3Client(boto)
+    crt._sleep = lambda _: None  # type: ignore[method-assign]  # no backoff between attempts
+    return boto, crt
+
+
+def test_requests_one_after_another_share_one_connection(server: _Server) -> None:
+    _, crt = _clients(server)
+    for _ in range(5):
+        crt.head_object(Bucket="bkt", Key="t/k")
+    assert (server.requests, server.connections) == (5, 1)
+
+
+def test_concurrent_requests_each_get_a_connection_and_then_share_them(server: _Server) -> None:
+    _, crt = _clients(server)
+    gate = threading.Barrier(4)
+
+    def head(_: int) -> None:
+        gate.wait(timeout=5)  # all four in flight together
+        crt.head_object(Bucket="bkt", Key="t/k")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(head, range(4)))
+    made = server.connections
+    assert 1 <= made <= 4
+    for _ in range(8):
+        crt.head_object(Bucket="bkt", Key="t/k")
+    assert server.connections == made  # the idle ones were reused
+
+
+def test_a_connection_the_server_closed_is_not_reused(server: _Server) -> None:
+    """S3 closes a keep-alive connection with ``Connection: close`` (or when idle): the next
+    request goes on a new connection, and is sent once."""
+    _, crt = _clients(server)
+    server.reply = lambda method: (200, {"Connection": "close"}, b"")
+    crt.head_object(Bucket="bkt", Key="t/k")
+    server.reply = lambda method: (200, {}, b"")
+    answer = crt.head_object(Bucket="bkt", Key="t/k")
+    assert answer["ResponseMetadata"]["RetryAttempts"] == 0
+    assert (server.requests, server.connections) == (2, 2)
+
+
+_ERROR = b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
+_LISTING = b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><IsTruncated>false</IsTruncated>'
+
+
+@pytest.mark.parametrize("body", [_ERROR, _LISTING], ids=["an-error", "cut-short"])
+def test_a_listing_answered_200_with_an_error_is_retried_as_botocore_retries_it(server: _Server, body: bytes) -> None:
+    boto, crt = _clients(server)
+    server.reply = lambda method: (200, {"Content-Type": "application/xml"}, body)
+    outcomes = []
+    for client in (boto, crt):
+        server.requests = 0
+        with pytest.raises(Exception) as raised:
+            client.list_objects_v2(Bucket="bkt", Prefix="t/")
+        response = getattr(raised.value, "response", {})
+        outcomes.append((server.requests, type(raised.value).__name__, response.get("Error")))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][0] == 3  # the standard mode's attempts
+    with pytest.raises(StorageError):  # as on botocore (a 500 without a code is not named "unavailable")
+        list(S3Store("bkt", crt).list("t/"))
+
+
+def test_a_delete_answered_200_with_an_error_is_not_taken_for_success(server: _Server) -> None:
+    boto, crt = _clients(server)
+    server.reply = lambda method: (200, {"Content-Type": "application/xml"}, _ERROR)
+    for client in (boto, crt):
+        with pytest.raises(Exception, match="InternalError"):
+            client.delete_objects(Bucket="bkt", Delete={"Objects": [{"Key": "t/a"}]})
