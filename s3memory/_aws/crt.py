@@ -56,6 +56,9 @@ __all__ = ["CrtS3Client", "fast_client"]
 #: its bound: awscrt buffers a whole response, so a huge object planted in the bucket must
 #: not be fetched whole into memory. 8 MiB is more than any memory file.
 GET_PART_BYTES = 8 * 1024 * 1024
+#: Kept of an answer's body beyond a GET's part. S3's largest answer to the other verbs (a
+#: listing of 1,000 keys of 1,024 bytes, URL-encoded) is under a part too.
+_ANSWER_SLACK_BYTES = 64 * 1024
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _PROBE_KEY = "s3memory-crt-probe"
 # The arguments each verb handles itself; a call with any other goes to boto3.
@@ -348,8 +351,9 @@ class CrtS3Client:
         key = kwargs["Key"]
         try:
             answer = self._send("GetObject", "GET", route, key, "", [("Range", f"bytes=0-{GET_PART_BYTES - 1}")])
-        except _EmptyObject:  # S3 refuses a range of an empty object (416): botocore's GET,
-            # whose body S3Store bounds (the object may have grown since)
+        except (_EmptyObject, _Oversized):  # S3 refuses a range of an empty object (416), or
+            # the server ignored the range: botocore's GET, whose body S3Store bounds (the
+            # object may have grown since)
             return self._client.get_object(**kwargs)  # type: ignore[no-any-return]
         except _UseBoto3:
             return self._redirected("get_object", kwargs)
@@ -578,7 +582,7 @@ class CrtS3Client:
         except (errors.AwsCrtError, RuntimeError):  # awscrt raises either when the credentials fail:
             # botocore's error, not retried
             raise self._credentials.failed() from None
-        exchange = _Answer()
+        exchange = _Answer(GET_PART_BYTES + _ANSWER_SLACK_BYTES)
         try:
             connection = self._pools.take(host)
         except errors.AwsCrtError as exc:
@@ -594,10 +598,17 @@ class CrtS3Client:
             raise _Retryable(transport_error(TIMED_OUT, None, self._endpoint)) from None
         except errors.AwsCrtError as exc:
             connection.close()
+            if exchange.cut:
+                raise _oversized(operation) from None
             raise _Retryable(transport_error(exc.name, exc, self._endpoint)) from None
+        if exchange.cut:  # finished before the close took effect
+            raise _oversized(operation)
         self._pools.give_back(host, connection)
         if exchange.status >= 300:
-            raise _Retryable(self._client_error(operation, exchange.status, exchange.headers, b"".join(exchange.body)))
+            body = b"".join(exchange.body)
+            raise _Retryable(
+                _client_error(self._client, self._region, operation, exchange.status, exchange.headers, body)
+            )
         if xml and exchange.body:
             exchange.root = self._xml_of(operation, exchange)
         return exchange
@@ -614,45 +625,38 @@ class CrtS3Client:
         except ET.ParseError:
             root = ET.Element("Error")
         if local_name(root.tag) == "Error":
-            raise _Retryable(self._client_error(operation, 500, answer.headers, data))
+            raise _Retryable(_client_error(self._client, self._region, operation, 500, answer.headers, data))
         return root
-
-    def _client_error(
-        self, operation: str, status: int, headers: list[tuple[str, str]], body: bytes | None
-    ) -> Exception:
-        """The ``ClientError`` botocore raises for S3's refusal (its modeled subclass, e.g.
-        ``NoSuchKey``, where botocore has one); ``_UseBoto3`` for a redirect, which botocore
-        follows to the bucket's region."""
-        from botocore.exceptions import ClientError
-
-        response = error_response(status, headers, body if operation != "HeadObject" else None)
-        code = str(response["Error"].get("Code") or "")
-        region = header_value(headers, "x-amz-bucket-region")
-        # As botocore's redirector: a 400 naming another region is one too (S3's answer to a
-        # HEAD signed for the wrong region, which has no body to name the error).
-        if 300 <= status < 400 or code in _REDIRECT_CODES or (status == 400 and region and region != self._region):
-            raise _UseBoto3(code)
-        if status == 416 and operation == "GetObject":
-            raise _EmptyObject
-        try:
-            cls = self._client.exceptions.from_code(code)
-        except Exception:  # any other client: the plain class
-            cls = ClientError
-        error: Exception = cls(response, operation)
-        return error
 
 
 class _Answer(Exchange):
-    """An answer, and the root of its XML body when the verb reads one."""
+    """An answer, and the root of its XML body when the verb reads one.
 
-    __slots__ = ("root",)
+    A body is kept up to ``limit`` bytes: past it, the connection is closed and the answer
+    is ``cut`` (a server that ignores a GET's ``Range`` must not fill the memory)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("cut", "limit", "received", "root")
+
+    def __init__(self, limit: int) -> None:
         super().__init__()
         self.root = _NO_XML
+        self.limit, self.received, self.cut = limit, 0, False
+
+    def on_body(self, chunk: bytes, **kwargs: Any) -> None:
+        self.received += len(chunk)
+        if self.received <= self.limit:
+            self.body.append(chunk)
+        elif not self.cut:
+            self.cut = True
+            self.body.clear()
+            kwargs["http_stream"].connection.close()
 
 
 _NO_XML = ET.Element("")
+
+
+class _Oversized(Exception):
+    """An answer's body was longer than this client keeps (see :class:`_Answer`)."""
 
 
 class _EmptyObject(Exception):
@@ -668,6 +672,42 @@ class _Retryable(Exception):
 
 
 # -- helpers -------------------------------------------------------------------------------
+def _client_error(
+    client: Any, region: str, operation: str, status: int, headers: list[tuple[str, str]], body: bytes | None
+) -> Exception:
+    """The ``ClientError`` botocore's ``client`` raises for S3's refusal (its modeled
+    subclass, e.g. ``NoSuchKey``, where botocore has one); ``_UseBoto3`` for a redirect, which
+    botocore follows to the bucket's region (``region`` is the client's)."""
+    from botocore.exceptions import ClientError
+
+    response = error_response(status, headers, body if operation != "HeadObject" else None)
+    code = str(response["Error"].get("Code") or "")
+    named = header_value(headers, "x-amz-bucket-region")
+    # As botocore's redirector: a 400 naming another region is one too (S3's answer to a
+    # HEAD signed for the wrong region, which has no body to name the error).
+    if 300 <= status < 400 or code in _REDIRECT_CODES or (status == 400 and named and named != region):
+        raise _UseBoto3(code)
+    if status == 416 and operation == "GetObject":
+        raise _EmptyObject
+    try:
+        cls = client.exceptions.from_code(code)
+    except Exception:  # any other client: the plain class
+        cls = ClientError
+    error: Exception = cls(response, operation)
+    return error
+
+
+def _oversized(operation: str) -> Exception:
+    """A body longer than :class:`_Answer` keeps: a GET is then read through botocore; any
+    other verb's answer is not S3's."""
+    if operation == "GetObject":
+        return _Oversized()
+    from botocore.exceptions import HTTPClientError
+
+    error: Exception = HTTPClientError(error=f"the answer to {operation} is larger than any S3 sends")
+    return error
+
+
 def _credentials_of(client: Any) -> Any:
     """The boto3 client's resolved, refreshable credentials (botocore's own private
     accessor, as boto3's CRT transfer manager reads them), or None."""

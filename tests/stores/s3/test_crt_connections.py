@@ -36,6 +36,9 @@ class _Server(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.reply: Reply = lambda method: (200, {}, b"")
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that cut an answer off resets the connection: expected here
+
     def get_request(self) -> Any:
         accepted = super().get_request()
         with self.lock:
@@ -152,3 +155,46 @@ def test_a_delete_answered_200_with_an_error_is_not_taken_for_success(server: _S
     for client in (boto, crt):
         with pytest.raises(Exception, match="InternalError"):
             client.delete_objects(Bucket="bkt", Delete={"Objects": [{"Key": "t/a"}]})
+
+
+def test_a_get_whose_range_the_server_ignores_is_not_held_in_memory(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that answers a GET's ``Range`` with the whole object: past the part and its
+    slack, the answer is cut off and the GET goes to botocore, whose stream ``S3Store``
+    stops reading one byte past its bound."""
+    from s3memory import ObjectTooLargeError
+    from s3memory._aws import crt as crt_module
+
+    monkeypatch.setattr(crt_module, "GET_PART_BYTES", 1024)
+    monkeypatch.setattr(crt_module, "_ANSWER_SLACK_BYTES", 1024)
+    big = b"x" * (4 * 1024 * 1024)
+    server.reply = lambda method: (200, {"ETag": '"e"'}, big)
+    _, crt = _clients(server)
+    kept: list[int] = []
+    real = crt_module._Answer.on_body
+
+    def on_body(self: Any, chunk: bytes, **kwargs: Any) -> None:
+        real(self, chunk, **kwargs)
+        kept.append(sum(map(len, self.body)))
+
+    monkeypatch.setattr(crt_module._Answer, "on_body", on_body)
+    seen: list[str] = []
+    crt.meta.events.register("before-call.s3.GetObject", lambda **_: seen.append("boto3"))
+    with pytest.raises(ObjectTooLargeError):
+        S3Store("bkt", crt).get("t/k", max_bytes=10_000)
+    assert seen == ["boto3"]  # after the awscrt attempt was cut off
+    assert kept and max(kept) <= 2048
+
+
+def test_an_oversized_answer_to_another_verb_is_an_error_not_a_traceback(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from s3memory._aws import crt as crt_module
+
+    monkeypatch.setattr(crt_module, "GET_PART_BYTES", 1024)
+    monkeypatch.setattr(crt_module, "_ANSWER_SLACK_BYTES", 1024)
+    server.reply = lambda method: (200, {}, _LISTING + b"<Contents/>" * 100_000)
+    _, crt = _clients(server)
+    with pytest.raises(StorageError):
+        list(S3Store("bkt", crt).list("t/"))
