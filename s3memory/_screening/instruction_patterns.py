@@ -6,8 +6,9 @@ reports findings; this module says what an instruction to a future session looks
 view of the text the pattern runs on, whether matches inside code count, a decoder, and
 the hints that let the screen skip work: see
 :class:`~s3memory._screening.instructions.InstructionDetector`);
-:func:`~s3memory._screening.instructions.default_instruction_detectors` imports this module and
-compiles them on first use, so ``import s3memory`` loads none of it.
+:class:`~s3memory._screening.instructions.InstructionScreen` imports this module on first use and
+compiles each pattern when a text first needs it (the checks' own patterns too), so ``import
+s3memory`` loads none of it and a process compiles only what its texts reach.
 
 The rules the patterns keep:
 
@@ -29,6 +30,11 @@ The rules the patterns keep:
 * **Fast enough.** Patterns start with letters, not with an assertion (:func:`_kw`), so
   that ``re`` can skip ahead; those that start with a word say so (``word_start``), and
   those that need a rare string to match list it (``needles``).
+* **Cheap to compile.** A process compiles a pattern on its first text, and ``re`` takes
+  time in proportion to a pattern's length (a millisecond for every thousand characters or
+  so): a long suffix shared by alternatives is written once, after them
+  (``_kw(..., then=...)``), not after each; the alternatives stay in one group, so that
+  ``re`` still tries only those that start with the letter it is at.
 
 The views: ``"lower"`` is the text folded (invisible characters dropped, look-alike and
 compatibility characters mapped to ASCII, typographic quotes and dashes made plain) and
@@ -42,7 +48,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple
 
 __all__ = ["SPECS", "Spec", "decode_base64_text"]
@@ -66,21 +72,57 @@ class Spec(NamedTuple):
     word_start: bool = False
 
 
+class _Lazy:
+    """A pattern the checks use, compiled on its first use: importing this module compiles
+    none of them, and a process pays only for those its texts lead a check to.
+
+    The first call of a method compiles the pattern and makes the compiled pattern's
+    methods the object's own, so later calls cost what a compiled pattern's do.
+    """
+
+    search: Callable[..., re.Match[str] | None]
+    match: Callable[..., re.Match[str] | None]
+    fullmatch: Callable[..., re.Match[str] | None]
+    finditer: Callable[..., Iterator[re.Match[str]]]
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self.flags = flags
+
+    def __getattr__(self, name: str) -> Callable[..., object]:
+        if name not in _PATTERN_METHODS:  # reached only before the first call of a method
+            raise AttributeError(name)
+        compiled = re.compile(self.pattern, self.flags)  # two threads may both: the same pattern
+        for method in _PATTERN_METHODS:
+            setattr(self, method, getattr(compiled, method))
+        called: Callable[..., object] = getattr(compiled, name)
+        return called
+
+
+_PATTERN_METHODS = ("search", "match", "fullmatch", "finditer")
+
+
 # -- shared vocabulary (lowercase, for the "lower" view) ---------------------------------
 
 _LEAD = re.compile(r"[a-z0-9]+")
 
 
-def _kw(*alternatives: str) -> str:
-    """Alternatives that each start with a word, matched only at the start of a word.
+def _kw(*alternatives: str, then: str = "") -> str:
+    """Alternatives that each start with a word, matched only at the start of a word, each
+    followed by ``then``.
 
     The word boundary is a look-behind after each alternative's first word
     (``ignore(?<![a-z0-9_]ignore)``), not a leading ``\\b``: a pattern that starts with
     letters lets ``re`` skip ahead to where one of them occurs, where a leading assertion
-    makes it try every position (several times slower on ordinary notes).
+    makes it try every position (several times slower on ordinary notes). ``then`` is
+    written once, after the group: ``(?:a|b)c`` tries what ``ac|bc`` tries, in the same
+    order, and compiles in a fraction of the time when ``c`` is long (an alternative must
+    then hold no top-level ``|``, and ``then`` must not start with a word character).
     """
-    pattern = "(?:" + _by_first_letter([_at_word_start(a) for a in alternatives]) + ")"
-    _LITERALS[pattern] = tuple(map(_literal_start, alternatives))
+    if then and (then[0].isalnum() or then[0] in "_?*+{" or any(len(_top_level(a)) > 1 for a in alternatives)):
+        raise ValueError(f"cannot write {then!r} once after {alternatives!r}")
+    pattern = "(?:" + _by_first_letter([_at_word_start(a) for a in alternatives]) + ")" + then
+    _LITERALS[pattern] = tuple(_literal_start(a + then) for a in alternatives)
     return pattern
 
 
@@ -123,6 +165,11 @@ def _words(body: str, suffix: str = r"\b") -> str:
     each with ``suffix``, side by side (not in a group: ``re`` skips ahead only to where
     the first character of a flat alternation can match), those that start with a word
     matched at a word start (see :func:`_kw`)."""
+    return _by_first_letter([_at_word_start(p + suffix) if _LEAD.match(p) else p + suffix for p in _top_level(body)])
+
+
+def _top_level(body: str) -> list[str]:
+    """The top-level alternatives of ``body``."""
     parts, depth, start, index, in_class = [], 0, 0, 0, False
     while index < len(body):
         char = body[index]
@@ -140,7 +187,7 @@ def _words(body: str, suffix: str = r"\b") -> str:
             start = index + 1
         index += 1
     parts.append(body[start:])
-    return _by_first_letter([_at_word_start(p + suffix) if _LEAD.match(p) else p + suffix for p in parts])
+    return parts
 
 
 _LITERAL = re.compile(r"[a-z0-9 ',-]*")
@@ -156,7 +203,7 @@ def _needles(*fragments: str) -> tuple[str, ...]:
 
 
 # Who the assistant is, when it is addressed by name.
-_AI = _kw(
+_AI_WORDS = (
     "ai(?: (?:model|agent|system)s?)?",
     r"a\.i\.",
     "assistant(?:s)?",
@@ -170,10 +217,11 @@ _AI = _kw(
     "large language models?",
     "chatbot(?:s)?",
 )
+_AI = _kw(*_AI_WORDS)
 _GAP = r"(?:\W+\w+){0,4}?\W+"  # up to four words between two keywords
 _GAP2 = r"(?:\W+\w+){0,2}?\W+"
 
-_SENTENCE_END = re.compile(r"[.!?](?=[\s\"')\]]|$)|\n[ \t]*\n|\n(?=[ \t]*(?:[-*+#>]|\d+[.)])[ \t])")
+_SENTENCE_END = _Lazy(r"[.!?](?=[\s\"')\]]|$)|\n[ \t]*\n|\n(?=[ \t]*(?:[-*+#>]|\d+[.)])[ \t])")
 
 
 def _sentence(text: str, start: int, end: int, limit: int = 240) -> tuple[int, int]:
@@ -193,7 +241,7 @@ def _sentence_end(text: str, end: int, limit: int = 240) -> int:
     return found.end() if found else high
 
 
-_ATTRIBUTED = re.compile(
+_ATTRIBUTED = _Lazy(
     _words(
         "user|she|he|they",
         r"\b[^.!?\n]{0,24}?\b(?:prefers?|preference|wants?|would like|likes?|asked|asks|requested|requests|said|says"
@@ -212,7 +260,7 @@ def _attributed(text: str, start: int, end: int) -> bool:
     return _ATTRIBUTED.search(text, begin, finish) is not None
 
 
-_NEGATION = re.compile(_words("never|not|don't|dont|do not|no|avoid|without|refuse to|stop|nor"))
+_NEGATION = _Lazy(_words("never|not|don't|dont|do not|no|avoid|without|refuse to|stop|nor"))
 
 
 def _negated(text: str, start: int) -> bool:
@@ -223,7 +271,7 @@ def _negated(text: str, start: int) -> bool:
 
 
 # Actions a note should not ask a future session to take on its own.
-_ACTION = re.compile(
+_ACTION = _Lazy(
     _words(
         r"send|forward|e-?mail|mail|upload|post|transmit|share|leak|bcc|cc|exfiltrate|append|embed|insert|attach"
         r"|render|ask(?:ing)? (?:the user |them |him |her )?(?:for|to (?:provide|enter|share|confirm|verify|type))"
@@ -233,7 +281,7 @@ _ACTION = re.compile(
         r"|image|url|banner|badge|footer|message)"
     )
 )
-_ADDRESSEE = re.compile(
+_ADDRESSEE = _Lazy(
     _words(
         r"you (?:must|will|shall|should|are to|are now|need to|have to)|your (?:new|task|job|role)|the assistant"
         r"|assistant|the ai|claude|chatgpt"
@@ -253,7 +301,7 @@ def _future_directive(text: str, match: re.Match[str]) -> bool | tuple[int, int]
 
 
 _EVERYTHING = r" (?:everything|all|every|each|the (?:whole |entire |full )?(?:conversation|chat|transcript))"
-_STRONG_ACTION = re.compile(
+_STRONG_ACTION = _Lazy(
     _words(
         r"ask(?:ing)? (?:the user |them |him |her )?(?:for|to (?:provide|enter|share|confirm|verify|type))"
         r"|recommend|promote|advertise|link to|pretend|act as|stay in character|role-?play|lie|comply|obey|bcc"
@@ -282,8 +330,8 @@ def _not_negated(text: str, match: re.Match[str]) -> bool:
     return not _negated(text, match.start())
 
 
-_NOTE_FOLLOWS = re.compile(r"[ \t]*[:\-\u2013\u2014,]|[^.!?\n:]{0,40}:")
-_ANY_READER = re.compile(r"\b(?:any|all|every|each|future|whichever|whatever|upcoming|subsequent|incoming)\b")
+_NOTE_FOLLOWS = _Lazy(r"[ \t]*[:\-\u2013\u2014,]|[^.!?\n:]{0,40}:")
+_ANY_READER = _Lazy(r"\b(?:any|all|every|each|future|whichever|whatever|upcoming|subsequent|incoming)\b")
 
 
 def _note_to_ai(text: str, match: re.Match[str]) -> bool:
@@ -308,19 +356,19 @@ def _vocative(text: str, match: re.Match[str]) -> bool:
 
 # Running a tool or a script on the user's word is also how people set up shortcuts ("when
 # the user says deploy, run the deploy script"): only on a word anyone says anyway.
-_RUN_TOOL = re.compile(
+_RUN_TOOL = _Lazy(
     _words(
         "call|invoke|use|trigger|run|execute",
         r"\b[^.!?\n]{0,60}?\b(?:tool|function|command|script|api|plugin|webhook|terminal|shell|browser)\b",
     )
 )
-_ANY_WORD = re.compile(
+_ANY_WORD = _Lazy(
     _words(
         r"yes|yeah|yep|sure|ok|okay|thanks|thank you|great|cool|nice|perfect|hi|hello|hey|no|anything|something"
         r"|agree(?:s)?|confirm(?:s)?|approve(?:s)?|accept(?:s)?|greet(?:s)?|thank(?:s)?"
     )
 )
-_TOOL_ACTION = re.compile(
+_TOOL_ACTION = _Lazy(
     "|".join(
         (
             _words("save|store|write|add|record|put|update", r"\b[^.!?\n]{0,40}?\b(?:memory|memories|long-term)\b"),
@@ -348,7 +396,7 @@ def _triggered_action(text: str, match: re.Match[str]) -> bool | tuple[int, int]
     return match.start(), action.end()
 
 
-_SECRECY_TARGET = re.compile(
+_SECRECY_TARGET = _Lazy(
     r" (?:(?:ever |even |again )?(?:this|it|that|these|any of this|anything(?: about (?:this|it))?"
     r"|the (?:note|instructions?|memory|change|changes|rule|file|request|task|step|action|transfer|payee|forwarding"
     r"|email|bcc|copy|link|upload)s?)(?: \w+){0,4}? )?(?:to |with |from )?(?:the user|the human|the customer"
@@ -363,7 +411,7 @@ def _secrecy(text: str, match: re.Match[str]) -> bool | tuple[int, int]:
     return (match.start(), target.end()) if target else False
 
 
-_SENSITIVE_ACTION = re.compile(
+_SENSITIVE_ACTION = _Lazy(
     _words(
         r"delete|remove|wipe|erase|transfer|pay|payment|send|forward|purchase|buy|upload|share|post|e-?mail|install"
         r"|download|execute|money|order|request(?:s)?"
@@ -379,7 +427,7 @@ def _unconfirmed_action(text: str, match: re.Match[str]) -> bool:
 
 # -- exfiltration --------------------------------------------------------------------------
 
-_SENSITIVE_OBJECT = re.compile(
+_SENSITIVE_OBJECT = _Lazy(
     _words(
         r"conversation(?:s)?|chat(?:s)?|chat (?:history|logs?)|transcript(?:s)?|dialogue(?:s)?|message history|messages"
         r"|emails|inbox|contacts|calendar|credentials|password(?:s)?|api[ _-]?keys?|secret(?:s)?|access tokens?"
@@ -404,7 +452,7 @@ _SENSITIVE_OBJECT = re.compile(
     )
     + r"|\.env\b|~/\.(?:ssh|aws|config|netrc|npmrc|pypirc|git-credentials|cursor)\S*|\.aws/credentials"
 )
-_DESTINATION = re.compile(
+_DESTINATION = _Lazy(
     r"https?://|\bwww\.|[\w.+-]+@[\w-]+\.[\w.-]+|\bwebhooks?\b|\bpastebin\b|\bngrok\b|\bendpoint\b"
     r"|\bexternal (?:server|site|address|url)|\bthird[- ]part(?:y|ies)\b|\bpartners?\b|\battacker|\bremote server\b"
     r"|\b(?:this|the following|that|the) (?:url|link|address|endpoint|server)\b|\bquery string\b|\burl parameter\b"
@@ -413,10 +461,12 @@ _DESTINATION = re.compile(
 )
 
 
-_TOWARDS = re.compile(
-    _words(
-        "to|into|at|via|using|through|with|onto|on",
-        r"\s+(?:(?:the|a|an|this|that|our|my|your|following|their|its)\s+)*"
+# The suffix once, after a group (see _kw): the group is the whole pattern, so ``re`` still
+# skips ahead to where one of the words starts.
+_TOWARDS = _Lazy(
+    _kw(
+        *"to into at via using through with onto on".split(),
+        then=r"\s+(?:(?:the|a|an|this|that|our|my|your|following|their|its)\s+)*"
         rf"(?:[\w-]+\s+){{0,2}}?(?:{_DESTINATION.pattern})",
     )
 )
@@ -435,7 +485,7 @@ def _exfiltration_order(text: str, match: re.Match[str]) -> bool | tuple[int, in
     return match.start(), max(thing.end(), where.end())
 
 
-_MOVE = re.compile(
+_MOVE = _Lazy(
     _words(
         r"pass|include|send|paste|put|add|append|attach|embed|post|upload|share|sidenote|argument|parameter|reply"
         r"|response|answer|output|print|forward|e-?mail"
@@ -454,7 +504,7 @@ _PROMPTS = (
     r"system prompt|initial instructions|hidden instructions|developer (?:prompt|message|instructions)"
     r"|instructions you (?:were|have been) given"
 )
-_SECRET_THING = re.compile(
+_SECRET_THING = _Lazy(
     _words(
         _PROMPTS + r"|api[ _-]?keys?|secret(?:s)?|credentials|password(?:s)?|access tokens?|private keys?|ssh keys?"
         r"|environment variables|env vars"
@@ -463,8 +513,8 @@ _SECRET_THING = re.compile(
     + r"|\.env\b|(?:api|access|secret|private|auth|session|bearer|client)_?(?:key|token|secret)\b"
     r"|_(?:token|secret|password)\b"
 )
-_PROMPT_THING = re.compile(_words(_PROMPTS))
-_OUTPUT_PLACE = re.compile(
+_PROMPT_THING = _Lazy(_words(_PROMPTS))
+_OUTPUT_PLACE = _Lazy(
     _words(
         "in|into|at|to|on|within",
         r" (?:the (?:start|top|end|bottom|beginning) of )?(?:every|each|all|your|the next|any|the|this|a)? ?"
@@ -493,26 +543,26 @@ def _secret_in_output(text: str, match: re.Match[str]) -> bool | tuple[int, int]
 
 
 # Placeholders a model fills in: {x}, {{x}}, ${x}, $VAR, [x], <x>, and their URL encodings.
-_PLACEHOLDER = re.compile(
+_PLACEHOLDER = _Lazy(
     r"\{\{?[^{}]{1,80}\}\}?|\$\{[^}]{1,80}\}|\$[A-Za-z_][A-Za-z0-9_]{2,}|\[[^\[\]]{1,80}\]|<[^<>]{1,80}>"
     r"|%5[bB].{1,120}?%5[dD]|%7[bB].{1,120}?%7[dD]|%3[cC].{1,120}?%3[eE]|%s\b"
     r"|(?<![A-Za-z0-9])[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+(?![A-Za-z0-9])"
 )
-_SENSITIVE_WORDS = re.compile(
+_SENSITIVE_WORDS = _Lazy(
     r"conversation|chat|histor|transcript|summar|memor|message|prompt|context|secret|password|passwd|credential"
     r"|\bssn\b|card|cvv|iban|personal|private|user'?s|everything|previous|address|phone|e-?mail|data\b|\binfo"
 )
-_SENSITIVE_CAPS = re.compile(
+_SENSITIVE_CAPS = _Lazy(
     r"(?<![A-Za-z0-9])(?:[A-Z0-9]+_)*(?:PASSWORD|PASSWD|SECRETS?|CHAT|CONVERSATION|HISTORY|SUMMARY|MEMORY|MEMORIES"
     r"|TRANSCRIPT|MESSAGES?|PROMPT|CONTEXT|CREDENTIALS?|DATA|SSN|CVV|IBAN)(?:_[A-Z0-9]+)*(?![A-Za-z0-9])"
 )
-_LEAKY_KEYS = re.compile(
+_LEAKY_KEYS = _Lazy(
     r"[?&](?:payload|data|leak|exfil|memory|memories|conv|conversation|chat|history|summary|secret|secrets|creds"
     r"|credentials|password|prompt|context|ctx|transcript|messages|msg|info|content)=$",
     re.IGNORECASE,
 )
-_CAPS_VALUE = re.compile(r"=([A-Z][A-Z0-9_]{2,})(?=[&#;]|$)")
-_ENCODED_PROSE = re.compile(r"=(?:[^&#=]{0,200}?(?:%20|\+)[A-Za-z]){5}")  # five words or more
+_CAPS_VALUE = _Lazy(r"=([A-Z][A-Z0-9_]{2,})(?=[&#;]|$)")
+_ENCODED_PROSE = _Lazy(r"=(?:[^&#=]{0,200}?(?:%20|\+)[A-Za-z]){5}")  # five words or more
 
 
 def _url_leaks(url: str, image: bool) -> bool:
@@ -559,7 +609,7 @@ def _link_url(text: str, match: re.Match[str]) -> bool | tuple[int, int]:
 
 # -- role play -----------------------------------------------------------------------------
 
-_ROLE_CUE = re.compile(
+_ROLE_CUE = _Lazy(
     r"\b(?:you(?:'re| are| must| will| shall| should| have been| may now| can now| now)\b|your (?:instructions|rules"
     r"|guidelines|new|task|role|purpose|programming|system prompt)\b|assistant\b|ai\b|the model\b|claude\b|chatgpt\b"
     r"|ignore\b|disregard\b|override|obey\b|comply\b|from now on\b|instructions?\b|(?:security|safety)(?: \w+)?"
@@ -583,7 +633,7 @@ def _role_line(text: str, match: re.Match[str]) -> bool | tuple[int, int]:
     return (match.start(), cue.end()) if cue else False
 
 
-_NOTICE_CUE = re.compile(
+_NOTICE_CUE = _Lazy(
     r"\b(?:you(?:'re| are| must| may| can| should| have been| will)\b|your (?:policies|guidelines|instructions|rules"
     r"|restrictions|settings|permissions)\b|(?:claude|chatgpt|the assistant|the model|the ai|assistants?)"
     r" (?:should|must|may|can|is (?:now |hereby )?(?:permitted|allowed|authori[sz]ed|exempt|required)|has been"
@@ -602,8 +652,8 @@ def _notice(text: str, match: re.Match[str]) -> bool | tuple[int, int]:
     return (match.start(), max(match.end(), cue.end())) if cue else False
 
 
-_BANNER_AUTHORITY = re.compile(r"\b(?:system|admin|administrator|developer|operator|root|anthropic|openai|trust)\b")
-_BANNER_WHAT = re.compile(r"\b(?:override|notice|message|directive|instructions?|alert|update|mode|priority|order)\b")
+_BANNER_AUTHORITY = _Lazy(r"\b(?:system|admin|administrator|developer|operator|root|anthropic|openai|trust)\b")
+_BANNER_WHAT = _Lazy(r"\b(?:override|notice|message|directive|instructions?|alert|update|mode|priority|order)\b")
 
 
 def _banner(text: str, match: re.Match[str]) -> bool | tuple[int, int]:
@@ -615,7 +665,7 @@ def _banner(text: str, match: re.Match[str]) -> bool | tuple[int, int]:
 
 # -- concealment ---------------------------------------------------------------------------
 
-_HIDDEN_CUE = re.compile(
+_HIDDEN_CUE = _Lazy(
     rf"{_AI}\b|\b(?:system prompt|ignore (?:all|any|previous|prior|your)|disregard (?:all|any|previous|prior|your)"
     r"|you (?:must|should|will|are to)|do not tell|don't tell|(?:do not|don't) mention)\b"
 )
@@ -646,7 +696,7 @@ def _invisible(text: str, match: re.Match[str]) -> bool:
     return before.isascii() and before.isalpha() and after.isascii() and after.isalpha()
 
 
-_TAG_FLAG = re.compile("[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,8}\U000e007f")
+_TAG_FLAG = _Lazy("[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,8}\U000e007f")
 
 
 def _not_a_flag(text: str, match: re.Match[str]) -> bool:
@@ -677,7 +727,7 @@ def decode_base64_text(blob: str) -> str | None:
     return decoded if printable >= 0.95 * len(decoded) else None
 
 
-_BASE64_AGAIN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_BASE64_AGAIN = _Lazy(r"[A-Za-z0-9+/_-]{24,}={0,2}")
 
 
 # -- the default detectors -----------------------------------------------------------------
@@ -751,7 +801,7 @@ _READ = (
     r"|recalling|retrieve|retrieving|encounter|encountering|come across|summari[sz]e|summari[sz]ing) (?:this|these)"
     rf" {_READ_WHAT}"
 )
-_WHO_READS = rf"(?:you |the {_AI} |an? {_AI} |claude )?(?:next )?"
+_WHO_READS = rf"(?:you |(?:the |an? ){_AI} |claude )?(?:next )?"
 _READ_VERB = (
     r" (?:that |which |who )?(?:reads?|reading|sees?|seeing|loads?|loading|processes|processing|finds?|finding"
     r"|encounters?|encountering|retrieves?|retrieving|parses?|parsing|summari[sz](?:es|ing)|ingests?|ingesting)"
@@ -855,13 +905,50 @@ _NOTICE_WORDS = (
 )
 
 _FORGET = _kw("ignore", "disregard", "forget", "erase", "wipe", "clear")
-_NOTICE = _kw(*(f"{word}(?:s)? from (?:the )?{_AUTHORITY}" for word in _NOTICE_WORDS))
+_NOTICE = _kw(*(f"{word}(?:s)?" for word in _NOTICE_WORDS), then=f" from (?:the )?{_AUTHORITY}")
 _FROM_NOW_ON = _kw(r"from (?:now on|this point (?:on|forward))\b", r"going forward\b", r"henceforth\b")
-_HIDE = _kw(*(f"{negation}{_SECRECY_VERB}" for negation in _NEGATIONS))
-_NO_CONFIRMATION = _kw(
-    *(f"{negation}{_ASK}" for negation in ("do not", "don't", "never", "without", "no need to", "skip(?:ping)?"))
+_HIDE = _kw(*_NEGATIONS, then=_SECRECY_VERB)
+_NO_CONFIRMATION = _kw("do not", "don't", "never", "without", "no need to", "skip(?:ping)?", then=_ASK)
+_PROTECT = _kw("never", "do not", "don't", "must not", then=_PROTECTED)
+_NEW_INSTRUCTIONS = _kw(
+    r"your (?:new|updated|real|true|actual|revised|only|primary|sole) (?:instructions?|rules|directives?|system"
+    r" prompt|prompt|task|objective|goal|mission|role|persona|purpose|identity|orders|programming|job|priority"
+    r"|master|owner)\b",
+    r"new (?:system prompt|system instructions?|core directives?)\b",
+    f"updated{_FOR_AI}",
+    f"new{_FOR_AI}",
+    f"revised{_FOR_AI}",
+    f"real{_FOR_AI}",
 )
-_PROTECT = _kw(*(f"{negation}{_PROTECTED}" for negation in ("never", "do not", "don't", "must not")))
+_KEEP_SECRET = _kw(
+    r"keep (?:this|it|these|that|the (?:note|instructions?|memory|rule|change|transfer)s?)(?: \w+){0,3}?"
+    rf" (?:a )?(?:secret|hidden|private|confidential|quiet){_FROM_USER}",
+    rf"hide (?:this|it|these|that|the \w+)(?: \w+){{0,3}}?{_FROM_USER}",
+    rf"conceal (?:this|it|these|that|the \w+)(?: \w+){{0,3}}?{_FROM_USER}",
+    r"the user (?:must|should) (?:never|not) (?:know|find out|learn|see|notice|suspect|be told"
+    r"|be informed|discover)\b",
+    *(f"{adverb}{_SECRET_VERB}" for adverb in ("secretly", "covertly", "surreptitiously")),
+    r"behind the user'?s back\b",
+    f"without{_WITHOUT_USER}",
+    *(f"{adverb}{_QUIET_VERB}" for adverb in ("silently", "quietly", "invisibly", "discreetly")),
+)
+# The alternative of each phrase holds two, both starting with the phrase: its needle holds.
+_OVERRIDE_USER = _kw(
+    *(
+        rf"{phrase} (?:what|whether|how|if) (?:the user|the human)\b|{phrase} what (?:they|he|she) (?:says?"
+        r"|said|wants?|asks?|tells? you)\b"
+        for phrase in ("regardless of", "no matter", "irrespective of")
+    ),
+    f"even if{_USER_PUSHBACK}",
+    f"even when{_USER_PUSHBACK}",
+    f"even though{_USER_PUSHBACK}",
+    r"ignore (?:the user|what the user|the user's|the human|their|his|her) (?:\w+ )?(?:requests?|instructions?"
+    r"|wishes|objections?|corrections?|complaints?|refusals?|messages?|commands?|says|said|wants|asks|tells"
+    r"|protests?)\b",
+    r"ignore the user\b(?=[ \t]*(?:[,.;:!]|$|and\b|when\b|if\b|completely\b|entirely\b))",
+    r"override (?:the user'?s?|their|his|her) (?:choices?|decisions?|wishes|preferences?|settings|instructions?"
+    r"|requests?|consent)\b",
+)
 
 SPECS: tuple[Spec, ...] = (
     # -- override: replace the instructions the assistant runs under ------------------------
@@ -887,16 +974,8 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "new-instructions",
         "override",
-        _kw(
-            r"your (?:new|updated|real|true|actual|revised|only|primary|sole) (?:instructions?|rules|directives?|system"
-            r" prompt|prompt|task|objective|goal|mission|role|persona|purpose|identity|orders|programming|job|priority"
-            r"|master|owner)\b",
-            r"new (?:system prompt|system instructions?|core directives?)\b",
-            f"updated{_FOR_AI}",
-            f"new{_FOR_AI}",
-            f"revised{_FOR_AI}",
-            f"real{_FOR_AI}",
-        ),
+        _NEW_INSTRUCTIONS,
+        needles=_needles(_NEW_INSTRUCTIONS),
         word_start=True,
     ),
     Spec(
@@ -929,9 +1008,9 @@ SPECS: tuple[Spec, ...] = (
             *(rf"{mode} mode (?:is |has been )?(?:enabled|activated|on|unlocked|engaged)\b" for mode in _MODES),
             *(rf"{verb} (?:the )?{_MODE} mode\b" for verb in ("enable", "activate", "enter", "unlock", "switch to")),
             r"jailbreak (?:is |has been )?(?:enabled|activated|successful|complete|on)\b",
-            *(rf"{who}\b[^.!?\n]{{0,30}}?\b{_BOUND}" for who in ("persona", "character", "dan")),
         )
-        + rf"|{_AI}\b[^.!?\n]{{0,30}}?\b{_BOUND}",
+        + "|"
+        + _kw("persona", "character", "dan", *_AI_WORDS, then=rf"\b[^.!?\n]{{0,30}}?\b{_BOUND}"),
         word_start=True,
     ),
     # -- directive: orders addressed to the assistant or to future sessions -----------------
@@ -977,7 +1056,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "when-you-read-this",
         "directive",
-        _kw(*(f"{when},? {_WHO_READS}(?:{_READ})" for when in _WHEN))
+        _kw(*_WHEN, then=f",? {_WHO_READS}(?:{_READ})")
         + "|"
         + _kw("when(?:ever)?")
         + r" (?:this|these) (?:memory|memories|note|notes|file|entry|entries|record) (?:is |are |gets |get )?"
@@ -1028,39 +1107,15 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "keep-secret",
         "directive",
-        _kw(
-            r"keep (?:this|it|these|that|the (?:note|instructions?|memory|rule|change|transfer)s?)(?: \w+){0,3}?"
-            rf" (?:a )?(?:secret|hidden|private|confidential|quiet){_FROM_USER}",
-            rf"hide (?:this|it|these|that|the \w+)(?: \w+){{0,3}}?{_FROM_USER}",
-            rf"conceal (?:this|it|these|that|the \w+)(?: \w+){{0,3}}?{_FROM_USER}",
-            r"the user (?:must|should) (?:never|not) (?:know|find out|learn|see|notice|suspect|be told"
-            r"|be informed|discover)\b",
-            *(f"{adverb}{_SECRET_VERB}" for adverb in ("secretly", "covertly", "surreptitiously")),
-            r"behind the user'?s back\b",
-            f"without{_WITHOUT_USER}",
-            *(f"{adverb}{_QUIET_VERB}" for adverb in ("silently", "quietly", "invisibly", "discreetly")),
-        ),
+        _KEEP_SECRET,
+        needles=_needles(_KEEP_SECRET),
         word_start=True,
     ),
     Spec(
         "override-user",
         "directive",
-        _kw(
-            *(
-                rf"{phrase} (?:what|whether|how|if) (?:the user|the human)\b|{phrase} what (?:they|he|she) (?:says?"
-                r"|said|wants?|asks?|tells? you)\b"
-                for phrase in ("regardless of", "no matter", "irrespective of")
-            ),
-            f"even if{_USER_PUSHBACK}",
-            f"even when{_USER_PUSHBACK}",
-            f"even though{_USER_PUSHBACK}",
-            r"ignore (?:the user|what the user|the user's|the human|their|his|her) (?:\w+ )?(?:requests?|instructions?"
-            r"|wishes|objections?|corrections?|complaints?|refusals?|messages?|commands?|says|said|wants|asks|tells"
-            r"|protests?)\b",
-            r"ignore the user\b(?=[ \t]*(?:[,.;:!]|$|and\b|when\b|if\b|completely\b|entirely\b))",
-            r"override (?:the user'?s?|their|his|her) (?:choices?|decisions?|wishes|preferences?|settings|instructions?"
-            r"|requests?|consent)\b",
-        ),
+        _OVERRIDE_USER,
+        needles=_needles(_OVERRIDE_USER),
         word_start=True,
     ),
     Spec(
@@ -1074,7 +1129,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "delayed-trigger",
         "directive",
-        _kw(*(f"{when}{_TRIGGER}" for when in _WHEN)),
+        _kw(*_WHEN, then=_TRIGGER),
         _triggered_action,
         word_start=True,
     ),

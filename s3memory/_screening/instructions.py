@@ -47,9 +47,9 @@ typographic quotes are mapped to ASCII, so "ig<zero-width space>nore" and "don<U
 the user" are matched; spans are reported in the original text. Some detectors skip code
 (fenced blocks and inline code): chat templates, ``"role": "system"`` and URL templates
 are ordinary in notes about building LLM applications. The patterns and checks, and the
-rules they keep, are in :mod:`s3memory._screening.instruction_patterns`, loaded and compiled on
-first use, so importing this module costs next to nothing (and ``import s3memory`` does not
-import it).
+rules they keep, are in :mod:`s3memory._screening.instruction_patterns`, loaded on first use,
+each pattern compiled when a text first needs it, so importing this module costs next to
+nothing (and ``import s3memory`` does not import it).
 
 What it cannot catch:
 
@@ -89,7 +89,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .._errors import ConfigurationError
 from .findings import Finding
@@ -186,6 +186,12 @@ class InstructionDetector:
 
 
 DetectorLike = InstructionDetector | Detector
+if TYPE_CHECKING:
+    from .instruction_patterns import Spec
+
+# What a screen runs: a detector given to it, or a default one's settings (its forms are
+# compiled apart, when needed).
+_Chosen: TypeAlias = "InstructionDetector | Spec"
 
 
 class InstructionScreen:
@@ -197,7 +203,7 @@ class InstructionScreen:
     :class:`InstructionDetector` is.
     """
 
-    __slots__ = ("_detectors", "_fast")
+    __slots__ = ("_chosen", "_forms")
 
     def __init__(
         self,
@@ -206,7 +212,7 @@ class InstructionScreen:
         extra: Sequence[DetectorLike] = (),
         disabled: Collection[str] = (),
     ) -> None:
-        chosen = list(default_instruction_detectors() if detectors is None else _as_detectors(detectors, "detectors"))
+        chosen: list[_Chosen] = list(_specs() if detectors is None else _as_detectors(detectors, "detectors"))
         chosen += _as_detectors(extra, "extra")
         if isinstance(disabled, (str, bytes)) or not isinstance(disabled, Collection):
             raise ConfigurationError("disabled must be a collection of detector names or kinds")
@@ -218,15 +224,20 @@ class InstructionScreen:
         names = [d.name for d in kept]
         if len(set(names)) != len(names):
             raise ConfigurationError("detector names must be unique in a screen")
-        self._detectors: tuple[InstructionDetector, ...] = kept
-        self._fast: tuple[re.Pattern[str] | None, ...] = tuple(_fast_pattern(d) for d in kept)
+        self._chosen: tuple[_Chosen, ...] = kept
+        self._forms = tuple(
+            _Forms.of(d) if isinstance(d, InstructionDetector) else _default_forms()[d.name] for d in kept
+        )
 
     @property
     def detectors(self) -> tuple[InstructionDetector, ...]:
-        return self._detectors
+        """The detectors it runs (the default ones compiled on the first call)."""
+        compiled = all(isinstance(d, InstructionDetector) for d in self._chosen)
+        defaults = {} if compiled else {d.name: d for d in default_instruction_detectors()}
+        return tuple(d if isinstance(d, InstructionDetector) else defaults[d.name] for d in self._chosen)
 
     def __repr__(self) -> str:
-        return f"InstructionScreen(detectors=<{len(self._detectors)}>)"
+        return f"InstructionScreen(detectors=<{len(self._chosen)}>)"
 
     def findings(self, text: str) -> list[Finding]:
         """Every finding in ``text``, by position.
@@ -261,14 +272,14 @@ class InstructionScreen:
         folded = _Folded(text)
         spans: list[tuple[int, int, str]] = []
         ascii = text.isascii()
-        for detector, fast in zip(self._detectors, self._fast, strict=True):
+        for detector, forms in zip(self._chosen, self._forms, strict=True):
             if ascii and detector.non_ascii:
                 continue
             view = folded.view(detector.view)
             if detector.needles and not any(needle in view for needle in detector.needles):
                 continue
             found = 0
-            for match in _matches(detector.pattern, fast, view):
+            for match in forms.matches(view):
                 if not detector.in_code and folded.in_code(detector.view, match.start()):
                     continue
                 span = _span(detector, view, match)
@@ -290,34 +301,86 @@ class InstructionScreen:
         return spans
 
 
-def _fast_pattern(detector: InstructionDetector) -> re.Pattern[str] | None:
-    """For a ``word_start`` detector: a character that starts a word, then the pattern."""
-    if not detector.word_start:
-        return None
-    try:
-        return re.compile(f"[^a-z0-9_](?:{detector.pattern.pattern})", detector.pattern.flags)
-    except re.error as error:
-        raise ConfigurationError(f"the pattern of {detector.name!r} cannot be used with word_start: {error}") from None
+# Put before a view to ask the search form whether the pattern matches at the view's start:
+# not a word's character, so the search form takes it, and nothing a default pattern looks
+# back at (a look-behind after its first word, "(?<!shell )", "(?<![\w.])") can be it; a
+# default pattern has no "^" or "\A" (tests/screening/test_screen_compile.py holds both).
+_BEFORE_START = "\n"
 
 
-def _matches(pattern: re.Pattern[str], fast: re.Pattern[str] | None, view: str) -> Iterator[re.Match[str]]:
-    """The matches of ``pattern`` in ``view``, as ``finditer`` finds them; with ``fast``
-    (see :attr:`InstructionDetector.word_start`), by finding where a word starts first."""
-    if fast is None:
-        yield from pattern.finditer(view)
-        return
-    position = 0
-    first = pattern.match(view)
-    if first is not None and first.end() > 0:
-        yield first
-        position = first.end()
-    for candidate in fast.finditer(view, position):
-        match = pattern.match(view, candidate.start() + 1)
-        if match is not None:  # always: the same pattern, at the same place
-            yield match
+class _Forms:
+    """A detector's pattern and, for a ``word_start`` detector, its search form (a character
+    that is not a word's, then the pattern), each compiled when a text first needs it.
+
+    Compiling costs more than screening a note (the default detectors' forms take tens of
+    milliseconds): a process pays only for the detectors its texts reach, and a word-start
+    detector's pattern waits for the first text its search form finds something in. The
+    default detectors' forms are shared by every screen (:func:`_default_forms`).
+    """
+
+    __slots__ = ("_fast", "_plain", "flags", "source", "word_start")
+
+    def __init__(self, source: str, flags: int, word_start: bool, plain: re.Pattern[str] | None = None) -> None:
+        self.source = source
+        self.flags = flags
+        self.word_start = word_start
+        self._plain = plain
+        self._fast: re.Pattern[str] | None = None
+
+    @classmethod
+    def of(cls, detector: InstructionDetector) -> _Forms:
+        """The forms of a detector given compiled, its search form compiled now (to refuse
+        a pattern that cannot take a character before it)."""
+        forms = cls(detector.pattern.pattern, detector.pattern.flags, detector.word_start, detector.pattern)
+        if detector.word_start:
+            try:
+                forms.fast()
+            except re.error as error:
+                message = f"the pattern of {detector.name!r} cannot be used with word_start: {error}"
+                raise ConfigurationError(message) from None
+        return forms
+
+    def plain(self) -> re.Pattern[str]:
+        plain = self._plain
+        if plain is None:  # two threads may both compile it: the same pattern either way
+            plain = self._plain = re.compile(self.source, self.flags)
+        return plain
+
+    def fast(self) -> re.Pattern[str]:
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = re.compile(f"[^a-z0-9_](?:{self.source})", self.flags)
+        return fast
+
+    def matches(self, view: str) -> Iterator[re.Match[str]]:
+        """The matches of the pattern in ``view``, as ``finditer`` finds them; for a
+        ``word_start`` detector (see :attr:`InstructionDetector.word_start`), by finding
+        where a word starts first."""
+        plain = self._plain
+        if not self.word_start:
+            yield from (plain or self.plain()).finditer(view)
+            return
+        fast = self._fast or self.fast()
+        if plain is not None:
+            first = plain.match(view)
+        elif fast.match(_BEFORE_START + view) is None:  # a default detector's, not compiled yet
+            first = None
+        else:
+            plain = self.plain()
+            first = plain.match(view)
+        position = 0
+        if first is not None and first.end() > 0:
+            yield first
+            position = first.end()
+        for candidate in fast.finditer(view, position):
+            if plain is None:
+                plain = self.plain()
+            match = plain.match(view, candidate.start() + 1)
+            if match is not None:  # always: the same pattern, at the same place
+                yield match
 
 
-def _span(detector: InstructionDetector, view: str, match: re.Match[str]) -> tuple[int, int] | None:
+def _span(detector: _Chosen, view: str, match: re.Match[str]) -> tuple[int, int] | None:
     """The span a match of ``detector`` stands for, after its check, or ``None``."""
     group: int | str = 0
     for name in ("span", "secret"):
@@ -478,10 +541,10 @@ def _code_regions(text: str) -> list[tuple[int, int]]:
     return sorted(regions + inline)
 
 
-def _as_detectors(detectors: Sequence[DetectorLike], what: str) -> list[InstructionDetector]:
+def _as_detectors(detectors: Sequence[DetectorLike], what: str) -> list[_Chosen]:
     if isinstance(detectors, (str, bytes)) or not isinstance(detectors, Sequence):
         raise ConfigurationError(f"{what} must be a sequence of InstructionDetector or Detector")
-    converted: list[InstructionDetector] = []
+    converted: list[_Chosen] = []
     for detector in detectors:
         if isinstance(detector, InstructionDetector):
             converted.append(detector)
@@ -494,21 +557,37 @@ def _as_detectors(detectors: Sequence[DetectorLike], what: str) -> list[Instruct
 
 _LOCK = threading.Lock()
 _DEFAULTS: tuple[InstructionDetector, ...] | None = None
+_DEFAULT_FORMS: dict[str, _Forms] | None = None
+
+
+def _specs() -> tuple[Spec, ...]:
+    from .instruction_patterns import SPECS
+
+    return SPECS
+
+
+def _default_forms() -> dict[str, _Forms]:
+    """The default detectors' forms by name, made (not compiled) on the first call."""
+    global _DEFAULT_FORMS
+    if _DEFAULT_FORMS is None:
+        with _LOCK:
+            if _DEFAULT_FORMS is None:
+                _DEFAULT_FORMS = {spec.name: _Forms(spec.pattern, 0, spec.word_start) for spec in _specs()}
+    return _DEFAULT_FORMS
 
 
 def default_instruction_detectors() -> tuple[InstructionDetector, ...]:
     """The default detectors, compiled on the first call."""
     global _DEFAULTS
     if _DEFAULTS is None:
+        forms = _default_forms()
         with _LOCK:
             if _DEFAULTS is None:
-                from .instruction_patterns import SPECS
-
                 _DEFAULTS = tuple(
                     InstructionDetector(
                         spec.name,
                         spec.kind,
-                        re.compile(spec.pattern),
+                        forms[spec.name].plain(),
                         spec.check,
                         view=spec.view,
                         in_code=spec.in_code,
@@ -517,6 +596,6 @@ def default_instruction_detectors() -> tuple[InstructionDetector, ...]:
                         needles=spec.needles,
                         word_start=spec.word_start,
                     )
-                    for spec in SPECS
+                    for spec in _specs()
                 )
     return _DEFAULTS
