@@ -932,12 +932,17 @@ _KEEP_SECRET = _kw(
     f"without{_WITHOUT_USER}",
     *(f"{adverb}{_QUIET_VERB}" for adverb in ("silently", "quietly", "invisibly", "discreetly")),
 )
-# The alternative of each phrase holds two, both starting with the phrase: its needle holds.
+# Two alternatives per phrase, each its own: _kw's word-start look-behind and its grouping by
+# first letter apply to an alternative whole (one holding a top-level "|" lost its second
+# half's look-behind, and "irrespective of what they say" could never match).
 _OVERRIDE_USER = _kw(
     *(
-        rf"{phrase} (?:what|whether|how|if) (?:the user|the human)\b|{phrase} what (?:they|he|she) (?:says?"
-        r"|said|wants?|asks?|tells? you)\b"
+        alternative
         for phrase in ("regardless of", "no matter", "irrespective of")
+        for alternative in (
+            rf"{phrase} (?:what|whether|how|if) (?:the user|the human)\b",
+            rf"{phrase} what (?:they|he|she) (?:says?|said|wants?|asks?|tells? you)\b",
+        )
     ),
     f"even if{_USER_PUSHBACK}",
     f"even when{_USER_PUSHBACK}",
