@@ -61,6 +61,7 @@ GET_PART_BYTES = 8 * 1024 * 1024
 _ANSWER_SLACK_BYTES = 64 * 1024
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _PROBE_KEY = "s3memory-crt-probe"
+_SEND_EVENT = "before-send.s3.HeadObject"
 # The arguments each verb handles itself; a call with any other goes to boto3.
 _HEAD_ARGS = frozenset({"Bucket", "Key"})
 _GET_ARGS = _HEAD_ARGS
@@ -136,8 +137,13 @@ def _sends_are_intercepted(client: Any) -> bool:
     in process, or an application's hook. awscrt's requests would go past it, to the network.
     A handler that says it is not ``enabled`` (moto's, outside a mock) does not count."""
     try:
-        handlers = client.meta.events._emitter._handlers  # botocore's HierarchicalEmitter
-        found = handlers.prefix_search("before-send.s3.HeadObject")
+        emitter = client.meta.events._emitter  # botocore's HierarchicalEmitter
+        # Its own cache of handlers per event, emptied whenever one is (un)registered; a
+        # search of its handlers is most of this check's cost, and it runs per request.
+        found = emitter._lookup_cache.get(_SEND_EVENT)
+        if found is None:
+            found = emitter._handlers.prefix_search(_SEND_EVENT)
+            emitter._lookup_cache[_SEND_EVENT] = found
     except AttributeError:  # another botocore's internals: nothing to go by
         return False
     return any(getattr(handler, "enabled", True) is not False and not isinstance(handler, _Probe) for handler in found)
