@@ -2,9 +2,9 @@
 
 Why not awscrt's ``S3Client``: it is built for large transfers (a meta request per call,
 split into parts, with its own scheduling), and that machinery is most of its client CPU for
-the small requests s3memory makes: 0.70 ms a HEAD against 0.34 ms through a connection of
-this pool, signed by awscrt too, with 64 threads at 20 ms a request (``bench/run.py``'s
-transport loop; see docs/design/performance.md). What the pool adds to awscrt's
+the small requests s3memory makes: 0.67-0.71 ms of client CPU a HEAD against 0.35-0.43 ms through
+a connection of this pool, signed by awscrt too, with 64 at a time at 20 ms a request
+(``bench/transport.py``, measured when the pool replaced it). What the pool adds to awscrt's
 ``HttpClientConnection`` is what urllib3's pool gives botocore: idle connections kept per
 host and reused, a dropped one never reused, at most ``max_idle`` kept.
 """

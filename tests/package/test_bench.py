@@ -198,3 +198,20 @@ def test_the_adapters_bench_runs_every_framework_and_checks_each_answer(
         except RuntimeError:
             left = None
     assert left is None or left.is_closed()
+
+
+def test_the_transport_bench_measures_each_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench/transport.py``: a row per HTTP stack and load, each HEAD answered."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}.items():
+        monkeypatch.setenv(name, value)
+    import httpfake
+    import transport
+
+    with httpfake.serve(0.0) as server:
+        rows = transport.measure(server, requests=20)
+    import importlib.util
+
+    stacks = {"botocore", "awscrt"} if importlib.util.find_spec("awscrt") else {"botocore"}
+    assert {(row["client"], row["threads"]) for row in rows} == {(s, t) for s in stacks for t in (1, 64)}
+    assert all(row["cpu"] > 0 and row["wall"] > 0 for row in rows)
