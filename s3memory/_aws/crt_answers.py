@@ -1,9 +1,11 @@
 """botocore's answers from what awscrt received: the dicts :class:`~s3memory._aws.crt.CrtS3Client`
 returns and the ``ClientError`` responses it raises, field for field as botocore parses S3's
-(``tests/stores/s3/test_crt_client.py`` compares them with botocore's own)."""
+(``tests/stores/s3/test_crt_client.py`` compares them with botocore's own, and
+``tests/stores/s3/test_listing_parity.py`` the listing for any keys and times)."""
 
 from __future__ import annotations
 
+import functools
 import http.client
 import re
 import xml.etree.ElementTree as ET
@@ -152,43 +154,55 @@ def xml_root(body: list[bytes]) -> ET.Element:
         raise ResponseParserError(f"Unable to parse response ({exc}), invalid XML received") from None
 
 
+_LISTED_TEXT = frozenset({"Key", "ETag", "StorageClass", "ChecksumType"})  # an entry's fields read as text
+_LISTING_TEXT = frozenset(
+    {"Name", "Prefix", "Delimiter", "EncodingType", "ContinuationToken", "NextContinuationToken", "StartAfter"}
+)
+#: A listing's ``LastModified``, parsed once per text: a view lists the same objects again,
+#: and parsing 1,000 timestamps was the larger part of a listing's own CPU.
+_listed_time = functools.lru_cache(maxsize=8192)(parse_timestamp)
+
+
 def listing(root: ET.Element) -> dict[str, Any]:
     """A ``ListBucketResult`` as botocore's ``list_objects_v2`` answers it (keys decoded
-    from ``encoding-type=url``)."""
+    from ``encoding-type=url``). A view's CPU is mostly this and the XML's parsing, so each
+    tag's local name is found once per answer, not once per element."""
+    names: dict[str, str] = {}
     out: dict[str, Any] = {}
     contents: list[dict[str, Any]] = []
     prefixes: list[dict[str, Any]] = []
     for child in root:
-        tag = local_name(child.tag)
+        tag = names.get(child.tag) or names.setdefault(child.tag, local_name(child.tag))
         if tag == "Contents":
             item: dict[str, Any] = {}
             for field in child:
-                name, text = local_name(field.tag), field.text or ""
-                if name == "Size":
+                name = names.get(field.tag) or names.setdefault(field.tag, local_name(field.tag))
+                text = field.text or ""
+                if name in _LISTED_TEXT:
+                    item[name] = text
+                elif name == "Size":
                     item[name] = int(text)
                 elif name == "LastModified":
-                    item[name] = parse_timestamp(text)
+                    item[name] = _listed_time(text)
                 elif name == "ChecksumAlgorithm":
                     item.setdefault(name, []).append(text)
-                elif name in ("Key", "ETag", "StorageClass", "ChecksumType"):
-                    item[name] = text
             contents.append(item)
         elif tag == "CommonPrefixes":
             prefixes.append({local_name(field.tag): field.text or "" for field in child})
+        elif tag in _LISTING_TEXT:
+            out[tag] = child.text or ""
         elif tag in ("MaxKeys", "KeyCount"):
             out[tag] = int(child.text or 0)
         elif tag == "IsTruncated":
             out[tag] = child.text == "true"
-        elif tag in ("Name", "Prefix", "Delimiter", "EncodingType", "ContinuationToken", "NextContinuationToken"):
-            out[tag] = child.text or ""
-        elif tag == "StartAfter":
-            out[tag] = child.text or ""
     if out.get("EncodingType") == "url":
         for name in ("Delimiter", "Prefix", "StartAfter"):
             if name in out:
                 out[name] = unquote_plus(out[name])
         for item in contents:
-            item["Key"] = unquote_plus(item["Key"])
+            key = item["Key"]
+            if "%" in key or "+" in key:
+                item["Key"] = unquote_plus(key)
         for item in prefixes:
             if "Prefix" in item:
                 item["Prefix"] = unquote_plus(item["Prefix"])

@@ -61,6 +61,7 @@ DATA_TABLES = frozenset({"s3memory._screening.instruction_patterns", "s3memory._
 FOREIGN_REACHES: dict[tuple[str, str], str] = {
     ("s3memory._aws.crt", "_emitter"): "botocore offers no public way to list a client's event handlers",
     ("s3memory._aws.crt", "_handlers"): "botocore offers no public way to list a client's event handlers",
+    ("s3memory._aws.crt", "_lookup_cache"): "botocore's own cache of those handlers per event, read per request",
     ("s3memory.mcp_server", "_lowlevel_server"): "the MCP SDK's server exposes its low-level server only so",
     ("s3memory.integrations.deepagents", "_route_for_path"): "routes as deepagents' CompositeBackend does",
     ("s3memory.integrations.deepagents", "_get_backend_read_file_type"): "reads a file's type as deepagents does",
