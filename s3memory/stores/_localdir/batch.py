@@ -7,7 +7,7 @@ syncs the directories its calls changed once, when it ends (the round trip answe
 The lock is held by one call at a time, never between calls (code run between a round
 trip's calls may wait for a thread that waits for the lock), so each write is checked,
 synced and renamed into place within its call: its result is final when it returns. What
-the batch opened before a call took the lock is looked at again (``_look_again``).
+the batch opened before a call took the lock is looked at again (``look_again``).
 :meth:`LocalDirStore.copy_many` makes many copies in one call, and syncs their files at
 once. Batches nest, and are shared by the stores opened on one root in one thread.
 
@@ -70,15 +70,17 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..._errors import ConfigurationError, StorageError
+from ..._errors import ConfigurationError, S3MemoryError, StorageError
 from .files import (
     DIR_FLAGS,
     NOT_A_DIRECTORY,
+    can_open_beneath,
     close_all,
     make_private_dirs,
-    mapped,
+    open_dir_beneath,
     open_file,
     prune_dirs,
+    storage_error,
     unsafe_directory,
 )
 from .format import Current, Header, corrupt, current_of, parse_header
@@ -223,7 +225,8 @@ class Tree:
     """One store's directory tree as its calls reach it: this thread's batch on its root
     (joined, or begun and finished), the root checked to be the directory the store was
     opened on, the lock, and the directories and key files opened by descriptor, each from
-    its parent's with ``O_NOFOLLOW``.
+    its parent's with ``O_NOFOLLOW`` (or from a directory further up in one call that
+    follows no link: ``files.open_dir_beneath``).
 
     Raises:
         ConfigurationError: ``path`` is not a directory that can be created, or is owned by
@@ -250,42 +253,43 @@ class Tree:
             os.close(fd)
 
     # -- batches ------------------------------------------------------------------------------
+    def join(self) -> Batch:
+        """This thread's batch on the root, joined, or begun; each join is left by :meth:`leave`."""
+        batches: dict[tuple[int, int], Batch] = _THIS_THREAD.__dict__.setdefault("batches", {})
+        b = batches.get(self.id)
+        if b is None:
+            b = Batch(self._open_root())
+            batches[self.id] = b
+        b.depth += 1
+        return b
+
+    def leave(self, b: Batch, *, failed: bool) -> None:
+        """Leave a join; the batch begun by it is finished (after a failure, whatever
+        finishing raises is not what is raised)."""
+        b.depth -= 1
+        if b.depth:
+            return
+        del _THIS_THREAD.batches[self.id]
+        if not failed:
+            self._finish(b)
+            return
+        with contextlib.suppress(Exception):  # what failed is what is raised
+            self._finish(b)
+
     @contextlib.contextmanager
     def joined(self) -> Iterator[Batch]:
         """This thread's batch on the root, joined, or begun and, on leaving, finished."""
-        batches: dict[tuple[int, int], Batch] = _THIS_THREAD.__dict__.setdefault("batches", {})
-        b = batches.get(self.id)
-        if b is not None:
-            b.depth += 1
-            try:
-                yield b
-            finally:
-                b.depth -= 1
-            return
-        b = Batch(self._open_root())
-        b.depth = 1
-        batches[self.id] = b
+        b = self.join()
         try:
             yield b
         except BaseException:
-            del batches[self.id]
-            with contextlib.suppress(Exception):  # what failed is what is raised
-                self._finish(b)
+            self.leave(b, failed=True)
             raise
-        del batches[self.id]
-        self._finish(b)
+        self.leave(b, failed=False)
 
-    @contextlib.contextmanager
-    def verb(self, action: str) -> Iterator[Batch]:
+    def verb(self, action: str) -> Verb:
         """One call of the interface, in this thread's batch (or in a batch of its own)."""
-        with mapped(action), self.joined() as b:
-            b.verbs += 1
-            try:
-                yield b
-            finally:
-                b.verbs -= 1
-            if b.depth > 1 and b.verbs == 0:
-                self.relieve(b)
+        return Verb(self, action)
 
     def _open_root(self) -> int:
         """The root's descriptor, checked to be the directory the store was opened on and
@@ -334,7 +338,7 @@ class Tree:
             if exc.errno not in (*NOT_A_DIRECTORY, errno.EISDIR):
                 raise
         else:
-            if stat.S_ISREG(os.fstat(fd).st_mode) or flags & os.O_DIRECTORY:
+            if flags & os.O_DIRECTORY or stat.S_ISREG(os.fstat(fd).st_mode):
                 return fd
             os.close(fd)
         raise StorageError(f"Error: {self.path / name} is not what the local store made there; remove it")
@@ -344,30 +348,20 @@ class Tree:
             b.tmp = self._own(b.root, ".tmp", DIR_FLAGS)
         return b.tmp
 
-    @contextlib.contextmanager
-    def locked(self, b: Batch, *, shared: bool = False) -> Iterator[None]:
+    def locked(self, b: Batch, *, shared: bool = False) -> Locked:
         """The store's lock, for one call (or a flush): exclusive for writers; shared for
         readers of history, which must not see a version between the current file and the
         version area. Never held between calls: code between them (a round trip's other
         calls) may wait for a thread that waits for this lock."""
-        want = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        if b.held in (want, fcntl.LOCK_EX):
-            yield  # held by the call this one runs in
-            return
+        return Locked(self, b, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+
+    def lock_file(self, b: Batch) -> int:
         if b.lock is None:
             b.lock = self._own(b.root, ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        before = b.held
-        fcntl.flock(b.lock, want)
-        b.held = want
-        try:
-            self._look_again(b)
-            yield
-        finally:
-            fcntl.flock(b.lock, before or fcntl.LOCK_UN)
-            b.held = before
+        return b.lock
 
     @staticmethod
-    def _look_again(b: Batch) -> None:
+    def look_again(b: Batch) -> None:
         """Once the lock is taken: forget what others may have changed since the batch last
         held it (one found missing may have been made), and look again at each directory
         opened before it is next used (it may have been removed: :meth:`dir`)."""
@@ -378,9 +372,10 @@ class Tree:
     # -- directories ---------------------------------------------------------------------------
     def dir(self, b: Batch, path: tuple[str, ...], *, create: bool) -> int:
         """The descriptor of the directory ``root/path[0]/path[1]...``, from the batch's or
-        opened from its parent's with ``O_NOFOLLOW`` (and kept in the batch; never close
-        it). A missing name, or one that is not a directory, raises ``Missing``, or with
-        ``create`` is made (0700) or refused."""
+        opened from its parent's with ``O_NOFOLLOW``, or, where the batch holds no parent,
+        in one call from the nearest directory above that it holds (:meth:`_beneath`), and
+        kept in the batch (never close it). A missing name, or one that is not a directory,
+        raises ``Missing``, or with ``create`` is made (0700) or refused."""
         found = b.dirs.get(path)
         if found is not None:
             if not b.unchecked or path not in b.unchecked:
@@ -393,6 +388,25 @@ class Tree:
             return b.root
         if not create and path in b.missing:
             raise Missing
+        if (
+            len(path) > 1
+            and path[:-1] not in b.dirs
+            and not (create and (path in b.missing or path[:-1] in b.made))
+            and not self.names.check_folding
+            and can_open_beneath()
+        ):
+            try:
+                fd = self._beneath(b, path)
+            except NotImplementedError:
+                pass  # name by name, below
+            else:
+                if fd is not None:
+                    b.missing.discard(path)
+                    b.dirs[path] = fd
+                    return fd
+                b.missing.add(path)  # somewhere on the way: made name by name below, or Missing
+                if not create:
+                    raise Missing
         parent = self.dir(b, path[:-1], create=create) if len(path) > 1 else b.root
         try:
             fd = self._open_area(b, create) if path == (VERSIONS,) else self._open_dir(b, parent, path, create)
@@ -403,6 +417,19 @@ class Tree:
         b.dirs[path] = fd
         b.unchecked.discard(path)
         return fd
+
+    def _beneath(self, b: Batch, path: tuple[str, ...]) -> int | None:
+        """``path`` opened in one call from the nearest directory above it the batch holds
+        (:func:`open_dir_beneath`: no link followed); None where a name on the way is
+        missing or no directory. Its parents are not kept: a batch needs few of them."""
+        at = len(path) - 2
+        while at and path[:at] not in b.dirs:
+            at -= 1
+        try:
+            base = self.dir(b, path[:at], create=False) if at else b.root
+        except Missing:
+            return None
+        return open_dir_beneath(base, path[at:])
 
     def _open_dir(self, b: Batch, parent: int, path: tuple[str, ...], create: bool) -> int:
         name = path[-1]
@@ -483,17 +510,22 @@ class Tree:
             b.dirty[parents[kept]] = AREA if base else TREE if kept else ROOT
 
     # -- a key's file --------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def opened(self, b: Batch, key: str) -> Iterator[tuple[int, os.stat_result] | None]:
-        """The regular file at ``key``: descriptor and stat; None if there is none."""
+    def open_key(self, b: Batch, key: str) -> tuple[int, os.stat_result] | None:
+        """The regular file at ``key``: descriptor (the caller closes it) and stat; None if
+        there is none."""
         names = self.names.of(key)
         try:
             parent = self.parent(b, names, create=False)
         except Missing:
-            yield None
-            return
-        folded = self.names.folds(parent, names[-1])
-        opened = None if folded else open_file(parent, names[-1])
+            return None
+        if self.names.check_folding and self.names.folds(parent, names[-1]):
+            return None
+        return open_file(parent, names[-1])
+
+    @contextlib.contextmanager
+    def opened(self, b: Batch, key: str) -> Iterator[tuple[int, os.stat_result] | None]:
+        """The regular file at ``key``: descriptor and stat; None if there is none."""
+        opened = self.open_key(b, key)
         if opened is None:
             yield None
             return
@@ -519,5 +551,83 @@ class Tree:
     def current(self, b: Batch, key: str) -> Current | None:
         """The current file of ``key`` as history sees it (its digest None if it is not a
         well-formed object); None if there is none."""
-        with self.opened(b, key) as opened:
-            return None if opened is None else current_of(*opened)
+        opened = self.open_key(b, key)
+        if opened is None:
+            return None
+        try:
+            return current_of(*opened, at_once=True)
+        finally:
+            os.close(opened[0])
+
+
+class Verb:
+    """A call of the interface (:meth:`Tree.verb`): in this thread's batch on the root, its
+    OS errors told as StorageError. A class rather than a generator: every call enters one."""
+
+    __slots__ = ("_action", "_b", "_tree")
+
+    def __init__(self, tree: Tree, action: str) -> None:
+        self._tree = tree
+        self._action = action
+
+    def __enter__(self) -> Batch:
+        try:
+            b = self._tree.join()
+        except S3MemoryError:
+            raise
+        except OSError as exc:
+            raise storage_error(self._action, exc) from exc
+        b.verbs += 1
+        self._b = b
+        return b
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        b, tree = self._b, self._tree
+        b.verbs -= 1
+        failed = exc
+        if failed is None and b.depth > 1 and b.verbs == 0:
+            try:
+                tree.relieve(b)
+            except BaseException as error:
+                failed = error
+        if failed is None:
+            try:
+                tree.leave(b, failed=False)
+                return
+            except BaseException as error:
+                failed = error
+        else:
+            tree.leave(b, failed=True)
+        if isinstance(failed, OSError) and not isinstance(failed, S3MemoryError):
+            raise storage_error(self._action, failed) from failed
+        if failed is not exc:
+            raise failed
+
+
+class Locked:
+    """The store's lock held for one call (:meth:`Tree.locked`); not taken again when the
+    call this one runs in holds it."""
+
+    __slots__ = ("_b", "_before", "_tree", "_want")
+
+    def __init__(self, tree: Tree, b: Batch, want: int) -> None:
+        self._tree, self._b, self._want = tree, b, want
+
+    def __enter__(self) -> None:
+        b = self._b
+        if b.held in (self._want, fcntl.LOCK_EX):
+            self._before = -1  # held by the call this one runs in
+            return
+        lock = self._tree.lock_file(b)
+        self._before = b.held
+        fcntl.flock(lock, self._want)
+        b.held = self._want
+        Tree.look_again(b)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._before < 0:
+            return
+        b = self._b
+        assert b.lock is not None
+        fcntl.flock(b.lock, self._before or fcntl.LOCK_UN)
+        b.held = self._before

@@ -49,6 +49,8 @@ _MAGIC_V2 = b"S3MO\x02"
 _HEADER_V2 = struct.Struct(">5sIQ16s")  # magic, metadata length, body length, MD5 of the body
 _MAX_METADATA_BYTES = 64 * 1024  # S3 allows 2 KB; more is a corrupt or planted file
 _CHUNK = 1024 * 1024
+_READ_WHOLE = 64 * 1024  # a file this small is read in one call (header, metadata and body)
+_HEAD_AT_ONCE = 4096  # a file this small has its header read with its body, in one call
 
 
 def etag_of(digest: bytes) -> str:
@@ -77,9 +79,11 @@ def read_at(fd: int, size: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
-def parse_header(fd: int, file_size: int) -> Header | None:
-    """The header of the object file ``fd``, or None if it is not a well-formed object."""
-    fixed = os.pread(fd, _HEADER_V2.size, 0)  # small reads of a regular file are short only at its end
+def parse_header(fd: int, file_size: int, whole: bytes | None = None) -> Header | None:
+    """The header of the object file ``fd``, or None if it is not a well-formed object.
+    ``whole``: the file's bytes, read already (else its header is read here)."""
+    # Small reads of a regular file are short only at its end.
+    fixed = os.pread(fd, _HEADER_V2.size, 0) if whole is None else whole[: _HEADER_V2.size]
     magic = fixed[:5]
     if magic == _MAGIC_V2 and len(fixed) == _HEADER_V2.size:
         _, meta_len, size, digest = _HEADER_V2.unpack(fixed)
@@ -91,7 +95,7 @@ def parse_header(fd: int, file_size: int) -> Header | None:
         return None
     if meta_len > _MAX_METADATA_BYTES or meta_offset + meta_len + size != file_size or size < 0:
         return None
-    raw = os.pread(fd, meta_len, meta_offset)
+    raw = os.pread(fd, meta_len, meta_offset) if whole is None else whole[meta_offset : meta_offset + meta_len]
     try:
         metadata = json.loads(raw)
     except (ValueError, RecursionError):  # RecursionError: a planted nesting bomb
@@ -199,6 +203,25 @@ def read_object(
         raise corrupt(key)
     digest = header.digest or hashlib.md5(data, usedforsecurity=False).digest()
     return StoredObject(data, etag_of(digest), header.metadata, stamp / 1e9), header.size
+
+
+def read_current(key: str, fd: int, st: os.stat_result, max_bytes: int | None) -> StoredObject:
+    """The object file ``fd`` (``st``: its stat) whole, bounded by ``max_bytes``; a file of
+    at most ``_READ_WHOLE`` bytes in one read, a larger one its header first (a planted
+    huge file is refused before any of its body is read). StorageError if it is corrupt."""
+    whole = os.pread(fd, st.st_size, 0) if st.st_size <= _READ_WHOLE else None
+    header = parse_header(fd, st.st_size, whole)
+    if header is None:
+        raise corrupt(key)
+    check_bound(header.size, max_bytes)
+    if whole is None:
+        body = read_at(fd, header.size, header.body_offset)
+    else:
+        body = whole[header.body_offset : header.body_offset + header.size]
+    if len(body) != header.size:
+        raise corrupt(key)
+    digest = header.digest or hashlib.md5(body, usedforsecurity=False).digest()
+    return StoredObject(body, etag_of(digest), header.metadata, st.st_mtime)
 
 
 def check_bound(size: int, max_bytes: int | None) -> None:
@@ -316,8 +339,12 @@ def stamp_file(fd: int, newest: int) -> int:
     raise StorageError("Error: the local store's file system cannot give a new version a later time than the last")
 
 
-def current_of(fd: int, st: os.stat_result) -> Current:
-    header = parse_header(fd, st.st_size)
+def current_of(fd: int, st: os.stat_result, *, at_once: bool = False) -> Current:
+    """The file ``fd`` (``st``: its stat) as history sees it. ``at_once``: a file of at most
+    ``_HEAD_AT_ONCE`` bytes is read whole, in one call rather than two (a writer's read of
+    the file it replaces; a listing reads headers only)."""
+    whole = os.pread(fd, st.st_size, 0) if at_once and st.st_size <= _HEAD_AT_ONCE else None
+    header = parse_header(fd, st.st_size, whole)
     try:
         digest = None if header is None else body_digest(fd, header)
     except StorageError:  # it shrank while being hashed

@@ -25,6 +25,7 @@ from ..._errors import StorageError
 from .files import NEW_FILE_FLAGS, READ_FLAGS
 
 MAX_KEY_BYTES = 1024  # as S3
+_SPELT_KEPT = 256  # keys whose spelling a store keeps (a few commands' worth)
 
 _KEYS_FILE = ".keys"  # the key encoding of the store; absent: plain names
 ESCAPED = "escaped"
@@ -111,11 +112,26 @@ class KeyNames:
     the store has read its ``.keys`` or probed its file system."""
 
     def __init__(self) -> None:
-        self.escaped = False
+        self._escaped = False
         self.check_folding = False
+        # A call spells its key several times (its file, its directory, its versions'),
+        # and a command's calls the same few keys: each key is checked and spelt once.
+        self._spelt: dict[str, tuple[str, ...]] = {}
+
+    @property
+    def escaped(self) -> bool:
+        return self._escaped
+
+    @escaped.setter
+    def escaped(self, value: bool) -> None:
+        self._escaped = value
+        self._spelt.clear()
 
     def of(self, key: str) -> list[str]:
         """The file names of ``key``'s segments (StorageError for a key no file can hold)."""
+        spelt = self._spelt.get(key) if isinstance(key, str) else None
+        if spelt is not None:
+            return list(spelt)
         if not isinstance(key, str):
             raise StorageError(f"Error: the key {key!r} cannot be stored in a local directory")
         parts = key.split("/")
@@ -127,7 +143,11 @@ class KeyNames:
             raise StorageError(f"Error: the key {key!r} cannot be stored in a local directory") from None
         if size > MAX_KEY_BYTES:
             raise StorageError(f"Error: a key of {size:,} bytes cannot be stored (at most {MAX_KEY_BYTES:,})")
-        return self.spell(parts)
+        names = self.spell(parts)
+        if len(self._spelt) >= _SPELT_KEPT:
+            self._spelt.clear()
+        self._spelt[key] = tuple(names)
+        return names
 
     def spell(self, segments: list[str]) -> list[str]:
         """The file names of key segments known to be valid."""

@@ -26,13 +26,13 @@ from .batch import ROOT, TREE, Batch, Missing, Tree
 from .files import is_file, mapped, open_file
 from .format import (
     body_digest,
-    check_bound,
     corrupt,
     current_of,
     etag_of,
     listing_info,
     parse_entry,
-    read_at,
+    parse_header,
+    read_current,
     seconds_of,
     stamp_of,
 )
@@ -110,24 +110,28 @@ class LocalDirStore(ObjectStore):
     # -- the interface --------------------------------------------------------------
     def get(self, key: str, *, max_bytes: int | None = None) -> StoredObject | None:
         with self._tree.verb("read") as b:
-            with self._tree.object(b, key) as found:
-                if found is None:
-                    return None
-                fd, st, header = found
-                check_bound(header.size, max_bytes)
-                body = read_at(fd, header.size, header.body_offset)
-                if len(body) != header.size:
-                    raise corrupt(key)
-                digest = header.digest or hashlib.md5(body, usedforsecurity=False).digest()
-                return StoredObject(body, etag_of(digest), header.metadata, st.st_mtime)
+            opened = self._tree.open_key(b, key)
+            if opened is None:
+                return None
+            fd, st = opened
+            try:
+                return read_current(key, fd, st, max_bytes)
+            finally:
+                os.close(fd)
 
     def head(self, key: str) -> ObjectInfo | None:
         with self._tree.verb("read") as b:
-            with self._tree.object(b, key) as found:
-                if found is None:
-                    return None
-                fd, st, header = found
+            opened = self._tree.open_key(b, key)
+            if opened is None:
+                return None
+            fd, st = opened
+            try:
+                header = parse_header(fd, st.st_size)
+                if header is None:
+                    raise corrupt(key)
                 return ObjectInfo(key, header.size, etag_of(body_digest(fd, header)), header.metadata, st.st_mtime)
+            finally:
+                os.close(fd)
 
     def put(
         self,
@@ -157,6 +161,7 @@ class LocalDirStore(ObjectStore):
         unique: bool = False,
     ) -> str:
         names = self._names.of(key)
+        directory = tuple(names[:-1])
         digest = hashlib.md5(body, usedforsecurity=False).digest()
         with self._tree.verb("write") as b, self._tree.locked(b):
             current = self._tree.current(b, key) if self.versioned else None  # read once, for both
@@ -165,6 +170,7 @@ class LocalDirStore(ObjectStore):
                 if found != if_match:
                     raise PreconditionFailedError("Error: the object changed concurrently")
             exists = current is not None if self.versioned else None
+            made_before = directory in b.made
             parent = self._writes.target(b, names, if_none_match=if_none_match, exists=exists)
             write = self._writes.write(
                 b,
@@ -178,6 +184,7 @@ class LocalDirStore(ObjectStore):
                 versioned=self.versioned,
                 unique=unique,
                 read=(current,) if self.versioned else None,
+                fresh=not made_before and directory in b.made,  # made just now, under this hold of the lock
             )
             self._writes.commit_one(b, write)
         return etag_of(digest)
@@ -324,7 +331,7 @@ class LocalDirStore(ObjectStore):
                         if opened is None:
                             continue  # not an object
                         try:
-                            current = current_of(*opened)
+                            current = current_of(*opened, at_once=True)
                         finally:
                             os.close(opened[0])
                         if expected is not None and (current.digest is None or etag_of(current.digest) != expected):

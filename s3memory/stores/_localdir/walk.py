@@ -24,7 +24,7 @@ def walk_tree(tree: Tree, b: Batch, prefix: str, *, prune: bool = False) -> Gene
     with ``prefix``, in key order; symbolic links and other non-files are skipped and
     never followed. ``prune`` (a purge): sync each directory left, and remove those
     found empty on the way out."""
-    start = walk_start(tree, b, prefix)
+    start = walk_start(tree, b, prefix, every_level=prune)
     if start is None:
         return
     base_names, base_fds, base_key = start
@@ -66,9 +66,12 @@ def walk_tree(tree: Tree, b: Batch, prefix: str, *, prune: bool = False) -> Gene
         close_all(fd for fd, *_ in stack if fd != top)
 
 
-def walk_start(tree: Tree, b: Batch, prefix: str) -> tuple[list[str], list[int], str] | None:
+def walk_start(
+    tree: Tree, b: Batch, prefix: str, *, every_level: bool = False
+) -> tuple[list[str], list[int], str] | None:
     """Where a walk below ``prefix`` starts: the names and descriptors (the batch's) of the
-    prefix's own directories, and their key; None if no key can lie below it."""
+    prefix's own directories (the last one's only, unless ``every_level``: a purge removes
+    them), and their key; None if no key can lie below it."""
     base = prefix.split("/")[:-1]
     if any(p in ("", ".", "..") or "\x00" in p for p in base) or (base and base[0].startswith(".")):
         return None  # no key lies below such a prefix
@@ -78,7 +81,10 @@ def walk_start(tree: Tree, b: Batch, prefix: str) -> tuple[list[str], list[int],
         return None  # nor below one that is not UTF-8
     base_names = tree.names.spell(base)
     try:
-        base_fds = tree.open_dirs(b, (), base_names, create=False)
+        if every_level:
+            base_fds = tree.open_dirs(b, (), base_names, create=False)
+        else:
+            base_fds = [tree.dir(b, tuple(base_names), create=False)] if base_names else []
     except Missing:
         return None
     return base_names, base_fds, "".join(p + "/" for p in base)

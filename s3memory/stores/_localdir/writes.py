@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..._errors import PreconditionFailedError, StorageError
 from .batch import ROOT, TREE, Batch, Tree, syncfs_available
-from .files import NEW_FILE_FLAGS, clear_the_way, is_file, mapped, write_all
+from .files import NEW_FILE_FLAGS, clear_the_way, is_file, mapped, temporary_name, write_all, write_parts
 from .format import Current, Entry, body_digest, chunks, encode_metadata, etag_of, head_of, stamp_file
 from .kept import KeptVersions
 from .names import folded_error
@@ -37,6 +36,7 @@ class Written:
     current: Current | None  # the file it replaces, to keep as a version
     unsynced: bool = False  # a new unique key's: its data left to the batch's syncfs (rule 4)
     kept: list[Entry] | None = None  # the key's kept entries, as listed under the lock
+    fresh: bool = False  # its directory was made by the call that writes it: nothing is in its way
 
 
 def overlaps(key: str, keys: set[str], dirs: set[str]) -> bool:
@@ -106,28 +106,37 @@ class Writes:
         versioned: bool,
         unique: bool = False,
         read: tuple[Current | None] | None = None,
+        fresh: bool = False,
     ) -> Written:
         """Write a format-2 file in ``.tmp`` (under the lock), to be synced and renamed to
         ``parent/names[-1]`` by :meth:`commit`. ``versioned``, it is stamped later than every
         version of ``key``, and the file it replaces is kept when it is placed. ``unique``
-        (a key no object had or will have): where it replaces nothing and the batch can end
-        with a ``syncfs``, its data is left to that (``batch``'s rule 4). ``read``: the
-        file it replaces, as the caller just read it under the lock (else read here)."""
+        (a key no object had or will have, so none of its versions is kept either): where
+        it replaces nothing and the batch can end with a ``syncfs``, its data is left to
+        that (``batch``'s rule 4), and its own time stamps it. ``read``: the file it
+        replaces, as the caller just read it under the lock (else read here). ``fresh``:
+        ``parent`` was made by the calling call, under the lock it holds: nothing is there."""
         meta = encode_metadata(metadata)
         current = None if not versioned else self._tree.current(b, key) if read is None else read[0]
-        unsynced = unique and current is None and (versioned or not is_file(parent, names[-1])) and syncfs_available()
+        unsynced = (
+            unique and current is None and (versioned or fresh or not is_file(parent, names[-1])) and syncfs_available()
+        )
         if versioned and self._tree.names.check_folding:
             self._kept.refuse_folded_history(b, key)
         tmp_dir = self._tree.tmp(b)
-        tmp = uuid.uuid4().hex
+        tmp = temporary_name()
         fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=tmp_dir)
-        write = Written(key, tuple(names), parent, fd, tmp, current, unsynced)
+        write = Written(key, tuple(names), parent, fd, tmp, current, unsynced, fresh=fresh)
         try:
-            write_all(fd, head_of(meta, size, digest))
-            for chunk in body:
-                write_all(fd, chunk)
-            newest, write.kept = self._kept.newest_stamp(b, key, current) if versioned else (-1, None)
-            if versioned and (newest >= 0 or not unique):  # a unique key without versions: its own time will do
+            head = head_of(meta, size, digest)
+            if isinstance(body, list):
+                write_parts(fd, [head, *body])  # the whole file in one call
+            else:
+                write_all(fd, head)
+                for chunk in body:
+                    write_all(fd, chunk)
+            if versioned and (current is not None or not unique):
+                newest, write.kept = self._kept.newest_stamp(b, key, current)
                 stamp_file(fd, newest)
         except BaseException:
             self._undo(tmp_dir, write)
@@ -201,7 +210,7 @@ class Writes:
         """Rename the synced file into place, the file it replaces kept first (``kept``)."""
         names, parent = write.names, write.parent
         current = write.current
-        if current is None and clear_the_way(parent, names[-1]):  # (a current file is no directory)
+        if current is None and not write.fresh and clear_the_way(parent, names[-1]):  # (a current file is no directory)
             b.forget(names)
         if current is not None and current.digest is not None:
             self._kept.keep(b, write.key, parent, names[-1], current, write.kept)

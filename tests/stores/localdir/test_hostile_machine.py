@@ -2,9 +2,10 @@
 
 - the local store never follows a symbolic link below its root (reads, writes, listings,
   delete, copy, purge, the lock file and the scratch directory), even one swapped in between
-  its checks and its use; it refuses a root others may write to or another user owns, or one
-  loosened or replaced after opening, creates its directories private, and refuses keys no
-  file can hold;
+  its checks and its use, whichever way it opens a directory several names down (in one
+  ``openat2`` call, or name by name: ``resolving``); it refuses a root others may write to
+  or another user owns, or one loosened or replaced after opening, creates its directories
+  private, and refuses keys no file can hold;
 - a planted FIFO is no object, and reading it never hangs;
 - planted metadata (nesting bombs, non-objects) and malformed files are "corrupt": ``get`` and
   ``head`` raise ``StorageError``, ``list`` skips them (a format-2 file whose fixed header
@@ -42,6 +43,7 @@ from s3memory import (
     S3MemoryError,
     StorageError,
 )
+from s3memory.stores._localdir import files as _localfiles
 from s3memory.stores._localdir import store as _localstore
 
 # --- the root, and links below it --------------------------------------------------------
@@ -102,7 +104,7 @@ def test_created_directories_are_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
 
 
-def test_a_linked_tenant_directory_is_never_followed(store: LocalDirStore, outside: Path) -> None:
+def test_a_linked_tenant_directory_is_never_followed(store: LocalDirStore, outside: Path, resolving: str) -> None:
     before = snapshot(outside)
     (store.root / "alice").symlink_to(outside / "dir")
     store.put("bob/memories/a", b"bob's", {})
@@ -119,7 +121,7 @@ def test_a_linked_tenant_directory_is_never_followed(store: LocalDirStore, outsi
     assert snapshot(outside) == before
 
 
-def test_a_linked_file_is_not_an_object(store: LocalDirStore, outside: Path) -> None:
+def test_a_linked_file_is_not_an_object(store: LocalDirStore, outside: Path, resolving: str) -> None:
     before = snapshot(outside)
     store.put("t/memories/real", b"real", {})
     (store.root / "t" / "memories" / "link").symlink_to(outside / "obj")
@@ -138,7 +140,7 @@ def test_a_linked_file_is_not_an_object(store: LocalDirStore, outside: Path) -> 
     assert snapshot(outside) == before
 
 
-def test_a_swapped_in_link_is_not_followed(store: LocalDirStore, outside: Path) -> None:
+def test_a_swapped_in_link_is_not_followed(store: LocalDirStore, outside: Path, resolving: str) -> None:
     """The race the check-then-use code lost: a directory on the way is replaced by a link
     between the store's checks and its use. Every name is opened from its parent's
     descriptor with O_NOFOLLOW, so the swap is refused, not followed."""
@@ -380,13 +382,15 @@ operations = st.lists(
 
 @pytest.mark.slow  # heavy hypothesis
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(planted=plantings(), ops=operations, folding=st.booleans(), plant_first=st.booleans())
+@given(planted=plantings(), ops=operations, folding=st.booleans(), plant_first=st.booleans(), one_call=st.booleans())
 def test_fuzz_planted_trees_and_operations(
-    planted: list[tuple[str, str, bytes]], ops: list[tuple[Any, ...]], folding: bool, plant_first: bool
+    planted: list[tuple[str, str, bytes]], ops: list[tuple[Any, ...]], folding: bool, plant_first: bool, one_call: bool
 ) -> None:
     with (
         tempfile.TemporaryDirectory() as scratch,
         mock.patch.object(_localstore, "probe_case_sensitive", lambda fd: not folding),
+        # Directories several names down opened in one call (where the kernel can), or name by name.
+        mock.patch.object(_localfiles, "_openat2", _localfiles._openat2 if one_call else False),
     ):
         top = Path(scratch)
         outside = top / "outside"

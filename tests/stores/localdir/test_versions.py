@@ -23,6 +23,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -32,6 +33,7 @@ from helpers.localdir import BODY, ETAG, META, V1_FILE, object_file, snapshot
 
 from s3memory import LocalDirStore, StorageError
 from s3memory.stores import ObjectVersion
+from s3memory.stores._localdir import batch as _localbatch
 
 MAX_STAMP = 2**64 - 1
 
@@ -109,18 +111,27 @@ def test_listing_versions_opens_no_kept_version(store: LocalDirStore) -> None:
     assert sum(read) <= 33 + 64  # the header of the one current file
 
 
-def test_get_head_and_list_never_reach_the_version_area(store: LocalDirStore) -> None:
+def test_get_head_and_list_never_reach_the_version_area(store: LocalDirStore, resolving: str) -> None:
     for i in range(3):
-        store.put("t/a", b"%d" % i, {})
-    store.put("t/b", b"b", {})
-    store.delete(["t/b"])
-    opened: list[str] = []
-    real_open = os.open
-    with mock.patch.object(os, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k)):
-        got, head = store.get("t/a"), store.head("t/a")
-        assert store.get("t/b") is None and store.head("t/b") is None
+        store.put("t/d/a", b"%d" % i, {})
+    store.put("t/d/b", b"b", {})
+    store.delete(["t/d/b"])
+    opened: list[str] = []  # every name opened, whichever way
+    real_open, real_beneath = os.open, _localbatch.open_dir_beneath
+
+    def beneath(fd: int, names: Sequence[str]) -> int | None:
+        opened.extend(names)
+        return real_beneath(fd, names)
+
+    with (
+        mock.patch.object(os, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k)),
+        mock.patch.object(_localbatch, "open_dir_beneath", beneath),
+    ):
+        got, head = store.get("t/d/a"), store.head("t/d/a")
+        assert store.get("t/d/b") is None and store.head("t/d/b") is None
         listed = [i.key for i in store.list("")]
-    assert got is not None and got.body == b"2" and head is not None and listed == ["t/a"]
+    assert got is not None and got.body == b"2" and head is not None and listed == ["t/d/a"]
+    assert "d" in opened  # (the names opened are seen)
     assert ".versions" not in opened and not any(re.fullmatch(r"[0-9a-f]{16}-.*", n) for n in opened)
 
 
@@ -305,7 +316,9 @@ def test_a_kept_version_that_was_tampered_with_is_corrupt(store: LocalDirStore) 
     assert [v.version_id for v in store.list_versions("t/")][1] == old.version_id  # listings read names only
 
 
-def test_planted_things_in_the_version_area_are_never_followed(store: LocalDirStore, outside: Path) -> None:
+def test_planted_things_in_the_version_area_are_never_followed(
+    store: LocalDirStore, outside: Path, resolving: str
+) -> None:
     before = snapshot(outside)
     store.put("t/a", b"v1", {})
     store.put("t/a", b"v2", {})
