@@ -1020,7 +1020,9 @@ def tls_server(tmp_path: Any, fake_aws: None) -> Iterator[tuple[_Canned, str]]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(chain_file, key_file)
     server = _Canned()
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    # Each connection's handshake on its own handler thread, as a real server's: a client
+    # that stops mid-handshake (awscrt refusing the certificate) must not hold up the next.
+    server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     server.reply = lambda method, path: (200, {"ETag": '"abc"', "Last-Modified": "Tue, 24 Nov 2026 12:00:00 GMT"}, b"")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
