@@ -72,11 +72,3 @@ class ConnectionPools:
                     idle.append(connection)
                     return
         connection.close()
-
-    def close(self) -> None:
-        """Close every idle connection."""
-        with self._lock:
-            idle, self._idle = self._idle, {}
-        for connections in idle.values():
-            for connection in connections:
-                connection.close()
