@@ -4,11 +4,12 @@ Versions are the bucket's: ``keeps_versions`` is its versioning status (``Enable
 ``list_versions`` is ``ListObjectVersions``, and one version is read, HEADed or deleted with
 its ``VersionId``. S3 says on every write whether the bucket keeps versions (a ``PutObject``
 or ``CopyObject`` answer has a ``VersionId`` only then): each write's answer updates what the
-store knows, so versioning turned on while a process runs is seen by its next write, with no
-request of its own; ``GetBucketVersioning`` is asked only by a store that has not written yet
-(once). What a write answered is also remembered with the S3 client it went through (not
-process-wide), so that a store made per request on a long-lived client (a Lambda function)
-does not ask again.
+store knows (a ``CopyObject`` answer only when it names a version: radosgw 16 never sends
+one for a copy, even in a versioned bucket), so versioning turned on while a process runs is
+seen by its next write, with no request of its own; ``GetBucketVersioning`` is asked only by
+a store that has not written yet (once). What a write answered is also remembered with the
+S3 client it went through (not process-wide), so that a store made per request on a
+long-lived client (a Lambda function) does not ask again.
 """
 
 from __future__ import annotations
@@ -89,8 +90,13 @@ class _BucketVersioning:
             return self._written
         return self.status() == "Enabled"
 
-    def learn(self, response: Mapping[str, Any]) -> None:
-        """Remember what a write's answer says of the bucket's versioning."""
+    def learn(self, response: Mapping[str, Any], *, copy: bool = False) -> None:
+        """Remember what a write's answer says of the bucket's versioning. A copy's answer
+        without a ``VersionId`` says nothing (radosgw 16 omits it for every copy): taken as
+        "unversioned", the copies of a rename, answered in any order beside its PUTs, would
+        flip what the store believes from one request to the next."""
+        if copy and "VersionId" not in response:
+            return
         versioned = _answered_versioned(response)
         self._written = versioned
         _written(self._client)[self._bucket] = versioned
@@ -291,7 +297,7 @@ class S3Store(ObjectStore):
             if isinstance(exc.__cause__, Exception) and _is_missing(exc.__cause__):
                 raise PreconditionFailedError("Error: the source object is gone") from exc
             raise
-        self._versioning.learn(response)
+        self._versioning.learn(response, copy=True)
         return str(response.get("CopyObjectResult", {}).get("ETag", ""))
 
     def list(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectInfo]:

@@ -482,6 +482,30 @@ def test_s3_a_write_answer_says_whether_the_bucket_keeps_versions(s3_client: Any
     assert len(asked) == 1
 
 
+def test_s3_a_copy_answer_without_a_version_id_says_nothing_of_versioning(s3_client: Any) -> None:
+    """radosgw 16 answers every CopyObject without a ``VersionId``, even in a versioned bucket:
+    such an answer must not make the store believe the bucket keeps none (a rename's copies,
+    answered in any order beside its PUTs, would flip it from one request to the next, and
+    whether a change leaves history would depend on which answer came last). The next PUT
+    still tells."""
+
+    def answer_as_radosgw(parsed: dict[str, Any], **_: Any) -> None:
+        parsed.pop("VersionId", None)
+
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    store = S3Store(BUCKET, s3_client)
+    store.put("t/a", b"1", {})
+    assert store.keeps_versions() is True
+    s3_client.meta.events.register("after-call.s3.CopyObject", answer_as_radosgw)
+    store.copy("t/a", "t/b", metadata={})
+    assert store.keeps_versions() is True and S3Store(BUCKET, s3_client).keeps_versions() is True
+    s3_client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Suspended"})
+    store.copy("t/a", "t/c", metadata={})
+    assert store.keeps_versions() is True  # a copy's silence is not news
+    store.put("t/a", b"2", {})
+    assert store.keeps_versions() is False
+
+
 def test_s3_history_starts_when_versioning_does_in_a_warm_process(s3_client: Any) -> None:
     """A memory kept open while its bucket's versioning is turned on writes history records
     from its next write on, not after a cache's lifetime."""
