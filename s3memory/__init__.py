@@ -7,28 +7,9 @@ use, so a Lambda that only executes memory commands does not pay for the SDK's i
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._admin.expiry import ExpiryReport, StaleMemory, expire_memories
-from ._admin.lifecycle import (
-    ErasureReport,
-    KeptKey,
-    MasterRewrapReport,
-    RotationReport,
-    VersionExpiryReport,
-    erase_tenant,
-    expire_noncurrent_versions,
-    rewrap_tenant_key,
-    rotate_tenant_key,
-)
-from ._admin.manage import MemoryAdmin, MemoryInfo, NotExists, Sha256
-from ._admin.policy import (
-    assume_role_request,
-    deployment_documents,
-    iam_policy,
-    kms_key_policy,
-    lifecycle_configuration,
-)
 from ._aws.clients import tune_session
 from ._aws.shared import describe_s3_client, kms_client, s3_client
 from ._config import Settings
@@ -79,8 +60,62 @@ from ._search.query import SearchResult
 from .stores import InMemoryStore, ObjectStore, S3Store
 
 if TYPE_CHECKING:
+    from ._admin.expiry import ExpiryReport, StaleMemory, expire_memories
+    from ._admin.lifecycle import (
+        ErasureReport,
+        KeptKey,
+        MasterRewrapReport,
+        RotationReport,
+        VersionExpiryReport,
+        erase_tenant,
+        expire_noncurrent_versions,
+        rewrap_tenant_key,
+        rotate_tenant_key,
+    )
+    from ._admin.manage import MemoryAdmin, MemoryInfo, NotExists, Sha256
+    from ._admin.policy import (
+        assume_role_request,
+        deployment_documents,
+        iam_policy,
+        kms_key_policy,
+        lifecycle_configuration,
+    )
     from .integrations.anthropic import AsyncS3MemoryTool, S3MemoryTool
     from .stores import LocalDirStore
+
+# Loaded on first use: a memory's commands never need them, and a Lambda cold start pays for
+# every import (about 15 ms for these, with ``_search.index``, which only they load).
+_LAZY = {
+    **dict.fromkeys(("ExpiryReport", "StaleMemory", "expire_memories"), "._admin.expiry"),
+    **dict.fromkeys(
+        (
+            "ErasureReport",
+            "KeptKey",
+            "MasterRewrapReport",
+            "RotationReport",
+            "VersionExpiryReport",
+            "erase_tenant",
+            "expire_noncurrent_versions",
+            "rewrap_tenant_key",
+            "rotate_tenant_key",
+        ),
+        "._admin.lifecycle",
+    ),
+    **dict.fromkeys(("MemoryAdmin", "MemoryInfo", "NotExists", "Sha256"), "._admin.manage"),
+    **dict.fromkeys(
+        (
+            "assume_role_request",
+            "deployment_documents",
+            "iam_policy",
+            "kms_key_policy",
+            "lifecycle_configuration",
+        ),
+        "._admin.policy",
+    ),
+    "S3MemoryTool": ".integrations.anthropic",
+    "AsyncS3MemoryTool": ".integrations.anthropic",
+    "LocalDirStore": ".stores",  # the embedded default's store: a Lambda never loads it
+}
 
 __version__ = "0.1.0"
 
@@ -177,12 +212,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("S3MemoryTool", "AsyncS3MemoryTool"):
-        from .integrations import anthropic as _tool
-
-        return getattr(_tool, name)
-    if name == "LocalDirStore":  # the embedded default's store: a Lambda never loads it
-        from .stores import LocalDirStore
-
-        return LocalDirStore
-    raise AttributeError(f"module 's3memory' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 's3memory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
