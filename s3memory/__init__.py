@@ -46,6 +46,7 @@ from ._errors import (
     StorageError,
     StorageUnavailableError,
     TenantKeyError,
+    ThreadUserError,
     VersionNotFoundError,
 )
 from ._factory import MemoryOptions, UserMemories, open_memory
@@ -181,6 +182,7 @@ __all__ = [
     "StorageUnavailableError",
     "TenantKeyError",
     "TenantLayout",
+    "ThreadUserError",
     "UserMemories",
     "VersionExpiryReport",
     "VersionNotFoundError",

@@ -8,6 +8,7 @@ inherits the Python built-in that a caller would naturally catch::
     S3MemoryError
     ├── ConfigurationError (ValueError)       bad user id, master key, options
     │   └── NoUserError                       a run of a many-user adapter named no user
+    │       └── ThreadUserError               a run named another user than its thread's
     ├── InvalidCommandError (ValueError)      malformed command input from the model
     │   ├── InvalidPathError                  traversal, bad characters, look-alikes, too long
     │   ├── EditError                         old_str not found / not unique, bad line
@@ -47,6 +48,13 @@ class ConfigurationError(S3MemoryError, ValueError):
 class NoUserError(ConfigurationError):
     """An adapter that serves many users was run without the run naming its user (in the
     framework's per-run context). Raised to the application, never answered to the model."""
+
+
+class ThreadUserError(NoUserError):
+    """A run of a many-user agent named a user other than the one its conversation thread
+    (a LangGraph ``thread_id`` with a checkpointer) was started by: the thread's state (its
+    messages, tool results, a loaded ``AGENTS.md``) is that user's, so the run is refused
+    before any model call. Raised to the application, never answered to the model."""
 
 
 class InvalidCommandError(S3MemoryError, ValueError):

@@ -66,6 +66,10 @@ a server or a Lambda function, and each request names its user::
     def handler(event, context):
         return agent.invoke({"messages": event["messages"]}, context={"user_id": event["user_id"]})
 
+With a checkpointer, a thread keeps the ``AGENTS.md`` deepagents loaded on its first run:
+add :class:`ThreadUserMiddleware` to the agent's ``middleware`` to hold each thread to the
+user of its first run.
+
 What does not map: deepagents has no rename or move tool (files can be moved with the
 memory tool, ``s3memory.S3MemoryTool``, or the ``s3memory`` command line); entries carry no
 ``modified_at`` (s3memory's listing has sizes, not times), so ``glob`` sorts by path, not by
@@ -125,6 +129,7 @@ from deepagents.backends.utils import (
     perform_string_replacement,
     slice_read_response,
 )
+from langchain.agents.middleware import AgentMiddleware
 from langgraph.config import get_config
 from langgraph.runtime import Runtime, get_runtime
 
@@ -144,11 +149,12 @@ from .._errors import (
 from .._factory import MemoryOptions, UserMemories
 from .._paths import ROOT
 from ._common import Memory, memory_of_run, memory_or_users, user_id_in
+from ._thread_user import ThreadUserState, claim_thread
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["MEMORIES_ROUTE", "S3MemoryBackend", "deep_agent_backend", "user_of_run"]
+__all__ = ["MEMORIES_ROUTE", "S3MemoryBackend", "ThreadUserMiddleware", "deep_agent_backend", "user_of_run"]
 
 #: Where :class:`S3MemoryBackend` belongs in a ``CompositeBackend``.
 MEMORIES_ROUTE = ROOT + "/"
@@ -281,6 +287,21 @@ class S3MemoryBackend(BackendProtocol):
         runtime = _run_runtime()
         user_id = None if runtime is None else self._user_id_from(runtime)
         return memory_of_run(self._source, user_id, _HOW)
+
+    def user_of_this_run(self) -> str | None:
+        """The user the current run names, checked as :attr:`memory` checks it; None for a
+        backend of one user's memory.
+
+        Raises:
+            NoUserError: the backend serves many users and the run names none.
+            ConfigurationError: the user id is not a valid one.
+        """
+        if not isinstance(self._source, UserMemories):
+            return None
+        runtime = _run_runtime()
+        user_id = None if runtime is None else self._user_id_from(runtime)
+        memory_of_run(self._source, user_id, _HOW)  # opens nothing remote: the check alone
+        return str(user_id)
 
     # -- paths ---------------------------------------------------------------------------
     @staticmethod
@@ -530,6 +551,43 @@ def deep_agent_backend(
         default=default if default is not None else StateBackend(),
         routes={MEMORIES_ROUTE: S3MemoryBackend(memory, user_id_from=user_id_from, **options)},
     )
+
+
+class ThreadUserMiddleware(AgentMiddleware[ThreadUserState, Any, Any]):
+    """For ``create_deep_agent(middleware=[...])`` with a checkpointer, when ``backend``
+    serves many users: a thread belongs to the user of its first run. A later run on it
+    that names another user raises :class:`~s3memory.ThreadUserError`, and one that names
+    none :class:`~s3memory.NoUserError`, before any model call (deepagents loads
+    ``AGENTS.md`` once per thread, so without this the second user's model would be shown
+    the first user's; see ``s3memory.integrations._thread_user``). Nothing to check for a
+    backend of one user.
+
+    Args:
+        backend: what ``deep_agent_backend`` returned, or an :class:`S3MemoryBackend`.
+    """
+
+    state_schema = ThreadUserState
+
+    def __init__(self, backend: BackendProtocol) -> None:
+        super().__init__()
+        self._backend = _memory_backend_in(backend)
+
+    def before_agent(self, state: ThreadUserState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return claim_thread(state, self._backend.user_of_this_run())
+
+    async def abefore_agent(self, state: ThreadUserState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+
+def _memory_backend_in(backend: BackendProtocol) -> S3MemoryBackend:
+    """``backend`` if it is an :class:`S3MemoryBackend`, else the one a composite routes to."""
+    if isinstance(backend, S3MemoryBackend):
+        return backend
+    if isinstance(backend, CompositeBackend):
+        for routed in backend.routes.values():
+            if isinstance(routed, S3MemoryBackend):
+                return routed
+    raise TypeError("ThreadUserMiddleware wants the backend deep_agent_backend() made, or an S3MemoryBackend")
 
 
 def _normal_form(path: str) -> str:

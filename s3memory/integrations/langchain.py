@@ -62,11 +62,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.tools import BaseTool, ToolException, ToolRuntime
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import InjectedToolArg, StructuredTool
 from langgraph.config import get_config
+from langgraph.runtime import Runtime
 
 from .._factory import MemoryOptions, UserMemories
 from ._common import (
@@ -79,6 +80,7 @@ from ._common import (
     run_memory_command,
     user_id_in,
 )
+from ._thread_user import ThreadUserState, claim_thread
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import ExtendedModelResponse
@@ -126,6 +128,14 @@ class _Users:
     @property
     def per_run(self) -> bool:
         return isinstance(self.source, UserMemories)
+
+    def user_id_of(self, runtime: ToolRuntime[Any, Any]) -> str | None:
+        """The run's user, checked as :meth:`of` checks it; None for one user's memory."""
+        if not self.per_run:
+            return None
+        user_id = self.user_id_from(runtime)
+        memory_of_run(self.source, user_id, self.how)  # the check alone: nothing remote
+        return str(user_id)
 
     def of(self, runtime: object) -> Memory:
         """Raises ``NoUserError`` (no user, or no ``ToolRuntime``: called outside a graph)
@@ -184,7 +194,7 @@ def _is_chat_anthropic(model: object) -> bool:
     return isinstance(chat_anthropic, type) and isinstance(model, chat_anthropic)
 
 
-class S3ClaudeMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class S3ClaudeMemoryMiddleware(AgentMiddleware[ThreadUserState, Any, Any]):
     """Claude's memory tool (``memory_20250818``) over an encrypted s3memory store.
 
     Args:
@@ -208,10 +218,17 @@ class S3ClaudeMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             before each model call (with a ``ToolRuntime`` whose ``tool_call_id`` is
             ``None``) and for each memory call.
 
+    With a checkpointer, a thread belongs to the user of its first run (its messages quote
+    that user's memory files): a run of another user on it is refused before the model is
+    called (``s3memory.integrations._thread_user``).
+
     Raises:
         NoUserError: (from ``invoke``) a run of a per-run middleware named no user.
+        ThreadUserError: (from ``invoke``) a run named a user other than its thread's.
         ConfigurationError: (from ``invoke``) the user id a run named is not a valid one.
     """
+
+    state_schema = ThreadUserState
 
     def __init__(
         self,
@@ -234,7 +251,6 @@ class S3ClaudeMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _request_for(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The model request with the native descriptor in place of the function tool (for
         a ChatAnthropic) and ``system_prompt`` appended (nothing by default: see the class)."""
-        self._check_user(request)
         overrides: dict[str, Any] = {}
         if self.native and _is_chat_anthropic(request.model):
             # In place, and only if still there: a middleware that filtered the tools out
@@ -245,26 +261,28 @@ class S3ClaudeMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             overrides["system_message"] = _appended(request.system_message, self.system_prompt)
         return request.override(**overrides) if overrides else request
 
-    def _check_user(self, request: ModelRequest[Any]) -> None:
-        """A per-run memory: the run names a valid user, before the model is paid for (and
-        even if the model never calls the tool). Raises as :meth:`_Users.of` does."""
+    def before_model(self, state: ThreadUserState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """A per-run memory: the run names a valid user (the thread's, with a checkpointer),
+        before the model is paid for (and even if the model never calls the tool). Raises
+        as :meth:`_Users.of` does, and ``ThreadUserError``."""
         if not self._users.per_run:
-            return
+            return None
         try:
             config = get_config()
         except RuntimeError:  # called outside a graph
             config = {}
-        runtime = request.runtime
-        self._users.of(
-            ToolRuntime(
-                state=request.state,
-                context=getattr(runtime, "context", None),
-                config=config,
-                stream_writer=getattr(runtime, "stream_writer", lambda _: None),
-                tool_call_id=None,
-                store=getattr(runtime, "store", None),
-            )
+        tool_runtime = ToolRuntime(
+            state=state,
+            context=getattr(runtime, "context", None),
+            config=config,
+            stream_writer=getattr(runtime, "stream_writer", lambda _: None),
+            tool_call_id=None,
+            store=getattr(runtime, "store", None),
         )
+        return claim_thread(state, self._users.user_id_of(tool_runtime))
+
+    async def abefore_model(self, state: ThreadUserState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
 
     def wrap_model_call(
         self,

@@ -41,6 +41,7 @@ EXPORTED = frozenset(
         "KmsMasterKey",
         "LimitExceededError",
         "NoUserError",
+        "ThreadUserError",
         "Limits",
         "LocalDirStore",
         "LocalMasterKey",

@@ -42,10 +42,16 @@ from s3memory import (
     Mount,
     MountedMemory,
     NoUserError,
+    ThreadUserError,
     UserMemories,
     open_memory,
 )
-from s3memory.integrations.deepagents import MEMORIES_ROUTE, S3MemoryBackend, deep_agent_backend
+from s3memory.integrations.deepagents import (
+    MEMORIES_ROUTE,
+    S3MemoryBackend,
+    ThreadUserMiddleware,
+    deep_agent_backend,
+)
 from s3memory.stores import DelegatingStore
 
 EXAMPLE = REPO / "examples" / "deepagents_memory.py"
@@ -777,6 +783,83 @@ def test_a_run_naming_no_user_is_refused_on_ainvoke_and_before_the_model() -> No
     out = asyncio.run(agent.ainvoke(REQUEST, context={"user_id": "erin"}))
     assert tool_results(out) == [("write_file", "success", "Updated file /memories/x.md")]
     assert [f.path for f in memory_of(store, "erin").list_files()] == ["/memories/x.md"]
+
+
+def thread_agent(backend: BackendProtocol, turns: int, *, guarded: bool) -> tuple[Any, ScriptedChatModel]:
+    """A deep agent on a checkpointer (threads that outlive a run), answering ``turns`` runs."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = ScriptedChatModel(messages=iter([AIMessage(content=f"answer {i}") for i in range(turns)]))
+    agent = create_deep_agent(
+        model=model,
+        backend=backend,
+        memory=["/memories/AGENTS.md"],
+        checkpointer=InMemorySaver(),
+        middleware=[ThreadUserMiddleware(backend)] if guarded else [],
+    )
+    return agent, model
+
+
+THREAD = {"configurable": {"thread_id": "t1"}}
+
+
+def test_without_the_thread_guard_a_shared_thread_shows_one_users_agents_md_to_another() -> None:
+    """Why ThreadUserMiddleware exists: deepagents loads AGENTS.md once per thread, so on a
+    thread started by alice, bob's run is shown alice's, and a run naming no user is never
+    refused (no memory call is made)."""
+    store = InMemoryStore()
+    memory_of(store, "alice").create("/memories/AGENTS.md", "- Alice drinks tea\n")
+    memory_of(store, "bob").create("/memories/AGENTS.md", "- Bob drinks coffee\n")
+    agent, model = thread_agent(users_backend(store), 3, guarded=False)
+    agent.invoke(REQUEST, config=THREAD, context={"user_id": "alice"})
+    agent.invoke(REQUEST, config=THREAD, context={"user_id": "bob"})
+    agent.invoke(REQUEST, config=THREAD)
+    assert ["Alice drinks tea" in seen[0].text for seen in model.seen] == [True, True, True]
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke"])
+def test_a_thread_belongs_to_the_user_of_its_first_run(how: str) -> None:
+    """With the guard, another user's run on the thread raises ThreadUserError and a run
+    naming none NoUserError, both before any model call; the thread's user goes on, and
+    bob's own thread is bob's. The thread's state keeps a digest, never the user id."""
+
+    def run(agent: Any, **options: Any) -> None:
+        if how == "invoke":
+            agent.invoke(REQUEST, **options)
+        else:
+            asyncio.run(agent.ainvoke(REQUEST, **options))
+
+    store = InMemoryStore()
+    memory_of(store, "alice").create("/memories/AGENTS.md", "- Alice drinks tea\n")
+    memory_of(store, "bob").create("/memories/AGENTS.md", "- Bob drinks coffee\n")
+    backend = users_backend(store)
+    agent, model = thread_agent(backend, 3, guarded=True)
+    run(agent, config=THREAD, context={"user_id": "alice"})
+    with pytest.raises(ThreadUserError, match="started by another user"):
+        run(agent, config=THREAD, context={"user_id": "bob"})
+    with pytest.raises(NoUserError, match="names no user"):
+        run(agent, config=THREAD)
+    assert len(model.seen) == 1
+    run(agent, config=THREAD, context={"user_id": "alice"})
+    run(agent, config={"configurable": {"thread_id": "t2"}}, context={"user_id": "bob"})
+    assert [("Alice drinks tea" in seen[0].text, "Bob drinks coffee" in seen[0].text) for seen in model.seen] == [
+        (True, False),
+        (True, False),
+        (False, True),
+    ]
+    state = agent.get_state(THREAD).values
+    assert "alice" not in repr(state) and len(state["s3memory_thread_user"]) == 64
+
+
+def test_the_thread_guard_checks_nothing_for_one_users_backend_and_wants_our_backend() -> None:
+    store = InMemoryStore()
+    backend = deep_agent_backend(store=store, user_id="alice", master_key=MASTER_KEY, key_cache=KeyCache())
+    agent, model = thread_agent(backend, 2, guarded=True)
+    agent.invoke(REQUEST, config=THREAD)
+    agent.invoke(REQUEST, config=THREAD, context={"user_id": "bob"})  # one user's memory: the context is not read
+    assert len(model.seen) == 2
+    with pytest.raises(TypeError, match="deep_agent_backend"):
+        ThreadUserMiddleware(StateBackend())
 
 
 def test_the_model_cannot_choose_the_user() -> None:

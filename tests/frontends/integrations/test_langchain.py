@@ -49,6 +49,7 @@ from s3memory import (
     NoUserError,
     PathExistsError,
     PreconditionFailedError,
+    ThreadUserError,
     UserMemories,
     memory_stores_prompt,
     open_memory,
@@ -757,6 +758,43 @@ def test_a_run_that_names_no_user_is_refused_before_the_model_is_called(
                 agent.invoke(question, **unnamed)
     assert not model.calls
     assert not store.requests
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_a_thread_belongs_to_the_user_of_its_first_run(
+    users: S3ClaudeMemoryMiddleware, store: Recording, asynchronous: bool
+) -> None:
+    """With a checkpointer, a thread's messages quote its user's memory: another user's run
+    on it raises ThreadUserError, and a run naming none NoUserError, before the model is
+    called; its own user goes on, and another thread is the other user's. The state keeps
+    a digest of the user, not the id."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = ConversationModel()
+    agent = create_agent(model, tools=[], middleware=[users], checkpointer=InMemorySaver())
+    memory_of(store, "alice").create("/memories/a.md", "alice: tea\n")
+    thread = {"configurable": {"thread_id": "t1"}}
+
+    def converse(**options: Any) -> list[str]:
+        question: Any = ask([view("/memories/a.md")])
+        if asynchronous:
+            return results(asyncio.run(agent.ainvoke(question, **options)))
+        return results(agent.invoke(question, **options))
+
+    (alice_read,) = converse(config=thread, context={"user_id": "alice"})
+    assert alice_read.endswith("     1\talice: tea\n     2\t")
+    calls = len(model.calls)
+    with pytest.raises(ThreadUserError, match="started by another user"):
+        converse(config=thread, context={"user_id": "bob"})
+    with pytest.raises(NoUserError, match="names no user"):
+        converse(config=thread)
+    assert len(model.calls) == calls
+    converse(config=thread, context={"user_id": "alice"})  # alice's thread goes on
+    assert converse(config={"configurable": {"thread_id": "t2"}}, context={"user_id": "bob"}) == [
+        "ERROR The path /memories/a.md does not exist. Please provide a valid path."
+    ]
+    held = agent.get_state(thread).values["s3memory_thread_user"]
+    assert len(held) == 64 and "alice" not in held
 
 
 @pytest.mark.parametrize("user_id", ["../bob", "bob/alice", "Bob Smith", "memories", 42])

@@ -789,6 +789,25 @@ def test_a_run_naming_no_user_is_refused_before_the_model_is_called(state: dict[
         store.memory  # noqa: B018
 
 
+def test_structured_output_names_its_user_in_the_call_not_the_deprecated_method() -> None:
+    """``agent(prompt, structured_output_model=..., invocation_state=...)`` names the user as
+    any run does; Strands' deprecated ``Agent.structured_output()`` hands the hooks an empty
+    invocation state, so a store of many users refuses it (NoUserError), never guesses."""
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        x: int
+
+    store = users_store(InMemoryStore())
+    model = ScriptedModel([call("s1", name="Answer", x=3)])
+    agent = Agent(model=model, memory_manager=MemoryManager(stores=[store]), hooks=[store], callback_handler=None)
+    result = agent("hi", structured_output_model=Answer, invocation_state={"user_id": "alice"})
+    assert result.structured_output == Answer(x=3)
+    with pytest.warns(DeprecationWarning), pytest.raises(NoUserError):
+        agent.structured_output(Answer, "hi")
+    assert len(model.seen) == 1  # nothing more was asked of the model
+
+
 def test_an_agent_given_a_store_of_many_users_without_its_hooks_is_refused_when_built() -> None:
     store = users_store(InMemoryStore())
     with pytest.raises(ConfigurationError, match=r"hooks=\[store\]"):
