@@ -912,16 +912,27 @@ def test_user_id_from_names_the_user() -> None:
         agent.invoke(REQUEST, context={"tenant": "../bob"})
 
 
-def test_a_subagent_works_on_the_memory_of_the_run_user() -> None:
-    """The task tool's subagent runs inside the run: same context, same user."""
+@pytest.mark.parametrize("guarded", [False, True], ids=["plain", "thread-guard"])
+def test_a_subagent_works_on_the_memory_of_the_run_user(guarded: bool) -> None:
+    """The task tool's subagent runs inside the run: same context, same user (and, with the
+    thread guard on a checkpointer, the thread's user)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
     store = InMemoryStore()
-    agent, _ = agent_for(
-        users_backend(store),
+    backend = users_backend(store)
+    turns = [
         call("task", description="note that tea is green", subagent_type="general-purpose"),
         call("write_file", file_path="/memories/tea.md", content="green\n"),
         AIMessage(content="noted"),
+        AIMessage(content="done"),
+    ]
+    agent = create_deep_agent(
+        model=ScriptedChatModel(messages=iter(turns)),
+        backend=backend,
+        middleware=[ThreadUserMiddleware(backend)] if guarded else [],
+        checkpointer=InMemorySaver() if guarded else None,
     )
-    out = agent.invoke(REQUEST, context={"user_id": "alice"})
+    out = agent.invoke(REQUEST, context={"user_id": "alice"}, config=THREAD if guarded else None)
     assert tool_results(out) == [("task", "success", "noted")]
     assert memory_of(store, "alice").read_text("/memories/tea.md") == "green\n"
 
