@@ -21,12 +21,12 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from helpers import MASTER_KEY, REGION, RGW_ENDPOINT
+from helpers.canned_http import CannedServer, serving
 
 from s3memory import (
     KeyCache,
@@ -113,54 +113,14 @@ def crt(boto: Any) -> CrtS3Client:
     return wrapped
 
 
-class _Canned(ThreadingHTTPServer):
-    """An HTTP server answering what ``reply(method, path)`` says, keeping each request."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _CannedHandler)
-        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
-        self.reply: Callable[[str, str], tuple[int, dict[str, str], bytes]] = lambda method, path: (200, {}, b"")
-
-
-class _CannedHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _Canned
-
-    def log_message(self, *_: Any) -> None:
-        pass
-
-    def _any(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        self.server.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-        status, headers, data = self.server.reply(self.command, self.path)
-        self.send_response(status)
-        for name, value in {"Content-Length": str(len(data)), "x-amz-request-id": "req-1", **headers}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
-
-
 @pytest.fixture
-def canned(fake_aws: None) -> Iterator[_Canned]:
-    server = _Canned()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join()
+def canned(fake_aws: None) -> Iterator[CannedServer]:
+    with serving() as server:
+        yield server
 
 
-def _canned_clients(server: _Canned, *, timeout: float = 2) -> tuple[Any, CrtS3Client]:
-    endpoint = f"http://127.0.0.1:{server.server_port}"
-    boto = new_client("s3", region_name=REGION, endpoint_url=endpoint, timeout=timeout)
+def _canned_clients(server: CannedServer, *, timeout: float = 2) -> tuple[Any, CrtS3Client]:
+    boto = new_client("s3", region_name=REGION, endpoint_url=server.endpoint, timeout=timeout)
     return boto, CrtS3Client(boto)
 
 
@@ -400,7 +360,7 @@ def test_requests_are_reported_to_observers(crt: CrtS3Client) -> None:
 
 
 # -- against canned answers: what moto does not do ---------------------------------------------
-def test_delete_objects_reports_per_key_errors_as_botocore_does(canned: _Canned) -> None:
+def test_delete_objects_reports_per_key_errors_as_botocore_does(canned: CannedServer) -> None:
     boto, crt = _canned_clients(canned)
     result = (
         b'<?xml version="1.0" encoding="UTF-8"?>'
@@ -448,7 +408,7 @@ def test_delete_objects_reports_per_key_errors_as_botocore_does(canned: _Canned)
         store.delete(["t/changed", "t/a & b"], if_match={"t/changed": '"0123"'})
 
 
-def test_refusals_without_a_body_are_named_by_status_as_botocore_does(canned: _Canned) -> None:
+def test_refusals_without_a_body_are_named_by_status_as_botocore_does(canned: CannedServer) -> None:
     boto, crt = _canned_clients(canned)
     for status in (403, 404, 412, 405, 400):
         canned.reply = lambda method, path, status=status: (status, {}, b"")
@@ -480,7 +440,7 @@ def test_refusals_without_a_body_are_named_by_status_as_botocore_does(canned: _C
     assert "list-type=2" in canned.requests[1][1]
 
 
-def test_a_copy_whose_source_changed_is_a_lost_race(canned: _Canned) -> None:
+def test_a_copy_whose_source_changed_is_a_lost_race(canned: CannedServer) -> None:
     boto, crt = _canned_clients(canned)
     refusal = (
         b"<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did "
@@ -519,7 +479,7 @@ def test_a_copy_whose_source_changed_is_a_lost_race(canned: _Canned) -> None:
     ],
     ids=["s3", "entities", "character-reference", "cdata", "prefixed", "no-etag"],
 )
-def test_a_copys_answer_is_read_as_botocore_reads_it(canned: _Canned, result: bytes) -> None:
+def test_a_copys_answer_is_read_as_botocore_reads_it(canned: CannedServer, result: bytes) -> None:
     """S3's usual answer is read without an XML parser; any other goes to one."""
     boto, crt = _canned_clients(canned)
     canned.reply = lambda method, path: (200, {"Content-Type": "application/xml"}, result)
@@ -528,7 +488,7 @@ def test_a_copys_answer_is_read_as_botocore_reads_it(canned: _Canned, result: by
     assert crt_answer == boto_answer and "CopyObjectResult" in crt_answer
 
 
-def test_requests_are_those_botocore_sends(canned: _Canned) -> None:
+def test_requests_are_those_botocore_sends(canned: CannedServer) -> None:
     """The same paths, query parameters and headers S3 reads, for keys S3 is strict about."""
     boto, crt = _canned_clients(canned)
     listing = b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><IsTruncated>false</IsTruncated></ListBucketResult>'
@@ -574,7 +534,7 @@ def _sleeps(crt: CrtS3Client) -> list[float]:
 
 
 def _attempts_of(
-    call: Callable[[Any], Any], answers: list[tuple[int, dict[str, str], bytes]], server: _Canned, client: Any
+    call: Callable[[Any], Any], answers: list[tuple[int, dict[str, str], bytes]], server: CannedServer, client: Any
 ) -> tuple[int, Any]:
     """How many requests ``call`` on ``client`` sent to ``server``, which gives ``answers``
     in turn (the last one again and again), and its answer or error."""
@@ -589,7 +549,7 @@ def _attempts_of(
     return len(server.requests), outcome
 
 
-def test_transient_failures_are_retried_as_botocore_retries_them(canned: _Canned) -> None:
+def test_transient_failures_are_retried_as_botocore_retries_them(canned: CannedServer) -> None:
     """Three attempts (the standard mode's), each with the whole body, and the answer's
     ResponseMetadata counting them as botocore's does; observers see one request."""
     boto, crt = _canned_clients(canned)
@@ -622,7 +582,7 @@ def test_transient_failures_are_retried_as_botocore_retries_them(canned: _Canned
     assert len(canned.requests) == 3
 
 
-def test_throttling_is_retried_with_a_throttling_backoff(canned: _Canned) -> None:
+def test_throttling_is_retried_with_a_throttling_backoff(canned: CannedServer) -> None:
     """429, SlowDown, Throttling (awscrt's own retries left 429 and Throttling alone) and
     S3's RequestTimeout are retried, after botocore's backoff (full jitter, at most 20 s)."""
     _, crt = _canned_clients(canned)
@@ -641,7 +601,7 @@ def test_throttling_is_retried_with_a_throttling_backoff(canned: _Canned) -> Non
 
 
 @pytest.mark.slow  # botocore's own backoff after throttling: up to a second per retry
-def test_throttling_is_retried_as_botocore_retries_it(canned: _Canned) -> None:
+def test_throttling_is_retried_as_botocore_retries_it(canned: CannedServer) -> None:
     boto, crt = _canned_clients(canned)
     _sleeps(crt)
     head = lambda c: c.head_object(Bucket="bkt", Key="t/k")  # noqa: E731
@@ -655,7 +615,7 @@ def test_throttling_is_retried_as_botocore_retries_it(canned: _Canned) -> None:
         assert _retry_metadata(crt_response) == _retry_metadata(boto_response)
 
 
-def test_a_refusal_is_not_retried(canned: _Canned) -> None:
+def test_a_refusal_is_not_retried(canned: CannedServer) -> None:
     boto, crt = _canned_clients(canned)
     slept = _sleeps(crt)
     refusals = [
@@ -677,7 +637,7 @@ def test_a_refusal_is_not_retried(canned: _Canned) -> None:
 
 # awscrt reports the exception of its credentials callback as unraisable, then fails the request.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_failure_to_get_credentials_is_not_retried(canned: _Canned) -> None:
+def test_a_failure_to_get_credentials_is_not_retried(canned: CannedServer) -> None:
     """botocore signs before its first attempt: a failure to get credentials is raised at
     once, nothing sent."""
     from botocore.exceptions import CredentialRetrievalError
@@ -706,7 +666,7 @@ def test_a_failure_to_get_credentials_is_not_retried(canned: _Canned) -> None:
     ],
 )
 def test_the_clients_attempts_are_honoured(
-    canned: _Canned,
+    canned: CannedServer,
     monkeypatch: pytest.MonkeyPatch,
     environment: dict[str, str],
     retries: dict[str, Any] | None,
@@ -736,7 +696,7 @@ def test_the_clients_attempts_are_honoured(
 
 
 @pytest.mark.slow  # 60 failing requests to each client
-def test_retries_stop_when_the_clients_retry_quota_is_spent(canned: _Canned) -> None:
+def test_retries_stop_when_the_clients_retry_quota_is_spent(canned: CannedServer) -> None:
     """botocore's circuit breaker: a client whose requests keep failing stops retrying.
     (A timeout costs the quota twice a failure's: a generous one, so that a busy machine's
     slow answer is not taken for one and the two clients' sequences stay comparable.)"""
@@ -758,7 +718,7 @@ def test_an_attempts_bound_is_the_larger_timeout() -> None:
     assert attempt_seconds(60, 5) == 60 + CONNECT_SLACK_SECONDS
 
 
-def test_a_redirect_is_left_to_botocore(canned: _Canned) -> None:
+def test_a_redirect_is_left_to_botocore(canned: CannedServer) -> None:
     """A bucket in another region: botocore follows S3's redirect, so the call is its."""
     boto, crt = _canned_clients(canned)
     moved = b"<Error><Code>PermanentRedirect</Code><Message>Use the right endpoint.</Message></Error>"
@@ -970,7 +930,7 @@ def test_an_applications_send_hook_keeps_the_client_botocores(boto: Any) -> None
 
 
 @pytest.fixture
-def tls_server(tmp_path: Any, fake_aws: None) -> Iterator[tuple[_Canned, str]]:
+def tls_server(tmp_path: Any, fake_aws: None) -> Iterator[tuple[CannedServer, str]]:
     """The canned server over TLS, its certificate (for 127.0.0.1) signed by a CA of its
     own; yields the server and the CA's file."""
     import datetime
@@ -1019,7 +979,7 @@ def tls_server(tmp_path: Any, fake_aws: None) -> Iterator[tuple[_Canned, str]]:
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(chain_file, key_file)
-    server = _Canned()
+    server = CannedServer()
     # Each connection's handshake on its own handler thread, as a real server's: a client
     # that stops mid-handshake (awscrt refusing the certificate) must not hold up the next.
     server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
@@ -1033,7 +993,7 @@ def tls_server(tmp_path: Any, fake_aws: None) -> Iterator[tuple[_Canned, str]]:
 
 
 @pytest.mark.slow  # waits out the refused handshakes' retries
-def test_tls_verifies_the_server_as_botocore_would(tls_server: tuple[_Canned, str]) -> None:
+def test_tls_verifies_the_server_as_botocore_would(tls_server: tuple[CannedServer, str]) -> None:
     """An endpoint whose certificate no trusted CA signed is refused (never a silent
     unverified connection); the client's own CA bundle (``verify=path``) is honoured."""
     from s3memory._aws.clients import tuned_session
@@ -1054,7 +1014,7 @@ def test_tls_verifies_the_server_as_botocore_would(tls_server: tuple[_Canned, st
 
 
 def test_tls_takes_aws_ca_bundle_and_verify_false_as_botocore_does(
-    tls_server: tuple[_Canned, str], monkeypatch: pytest.MonkeyPatch
+    tls_server: tuple[CannedServer, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from s3memory._aws.clients import tuned_session
 
@@ -1069,7 +1029,7 @@ def test_tls_takes_aws_ca_bundle_and_verify_false_as_botocore_does(
     assert len(server.requests) == 2
 
 
-def test_a_tls_context_is_made_once_per_verify(tls_server: tuple[_Canned, str]) -> None:
+def test_a_tls_context_is_made_once_per_verify(tls_server: tuple[CannedServer, str]) -> None:
     """Loading a trust store is most of a wrap's cost: each ``verify`` loads it once per
     process, and again only when its CA file changed on disk."""
     server, ca_file = tls_server
@@ -1152,7 +1112,7 @@ def test_a_forked_child_uses_botocore(crt: CrtS3Client) -> None:
     assert store.get("t/k") is not None  # the parent's client still works
 
 
-def test_a_head_answered_400_naming_another_region_is_left_to_botocore(canned: _Canned) -> None:
+def test_a_head_answered_400_naming_another_region_is_left_to_botocore(canned: CannedServer) -> None:
     _, crt = _canned_clients(canned)
 
     def reply(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -1165,7 +1125,7 @@ def test_a_head_answered_400_naming_another_region_is_left_to_botocore(canned: _
     assert S3Store("bkt", crt).head("k") is not None  # botocore followed it to eu-west-1
 
 
-def test_an_empty_object_is_read_by_botocore_after_the_range_is_refused(canned: _Canned) -> None:
+def test_an_empty_object_is_read_by_botocore_after_the_range_is_refused(canned: CannedServer) -> None:
     boto, crt = _canned_clients(canned)
 
     def reply(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -1180,7 +1140,7 @@ def test_an_empty_object_is_read_by_botocore_after_the_range_is_refused(canned: 
     assert seen == ["boto3"]  # a stream S3Store bounds, not a second unbounded awscrt GET
 
 
-def test_over_plain_http_each_body_is_signed(canned: _Canned) -> None:
+def test_over_plain_http_each_body_is_signed(canned: CannedServer) -> None:
     """Without TLS botocore signs the body's SHA-256; so does this client (else a body
     could be swapped under a valid signature)."""
     _, crt = _canned_clients(canned)

@@ -5,13 +5,13 @@ an error or cut short read as botocore reads it (retried, then botocore's error)
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from helpers import REGION
+from helpers.canned_http import CannedServer, serving
 
 from s3memory import S3Store, StorageError
 from s3memory._aws.clients import new_client
@@ -21,85 +21,29 @@ pytest.importorskip("awscrt", reason="awscrt is not installed (pip install 's3me
 
 from s3memory._aws.crt import CrtS3Client
 
-Reply = Callable[[str], tuple[int, dict[str, str], bytes]]
-
-
-class _Server(ThreadingHTTPServer):
-    """Answers what ``reply(method)`` says; counts the connections it accepted and requests."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.connections = 0
-        self.requests = 0
-        self.lock = threading.Lock()
-        self.reply: Reply = lambda method: (200, {}, b"")
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that cut an answer off resets the connection: expected here
-
-    def get_request(self) -> Any:
-        accepted = super().get_request()
-        with self.lock:
-            self.connections += 1
-        return accepted
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def log_message(self, *_: Any) -> None:
-        pass
-
-    def _any(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        with self.server.lock:
-            self.server.requests += 1
-        status, headers, data = self.server.reply(self.command)
-        self.send_response(status)
-        for name, value in {"Content-Length": str(len(data)), **headers}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        if headers.get("Connection") == "close":
-            self.close_connection = True
-
-    do_GET = do_PUT = do_POST = do_HEAD = _any
-
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[CannedServer]:
     use_fake_aws_credentials(monkeypatch)
-    served = _Server()
-    thread = threading.Thread(target=served.serve_forever, daemon=True)
-    thread.start()
-    yield served
-    served.shutdown()
-    served.server_close()
-    thread.join()
+    with serving() as served:
+        yield served
 
 
-def _clients(server: _Server) -> tuple[Any, CrtS3Client]:
-    boto = new_client("s3", region_name=REGION, endpoint_url=f"http://127.0.0.1:{server.server_port}", timeout=2)
+def _clients(server: CannedServer) -> tuple[Any, CrtS3Client]:
+    boto = new_client("s3", region_name=REGION, endpoint_url=server.endpoint, timeout=2)
     crt = CrtS3Client(boto)
     crt._sleep = lambda _: None  # type: ignore[method-assign]  # no backoff between attempts
     return boto, crt
 
 
-def test_requests_one_after_another_share_one_connection(server: _Server) -> None:
+def test_requests_one_after_another_share_one_connection(server: CannedServer) -> None:
     _, crt = _clients(server)
     for _ in range(5):
         crt.head_object(Bucket="bkt", Key="t/k")
-    assert (server.requests, server.connections) == (5, 1)
+    assert (len(server.requests), server.connections) == (5, 1)
 
 
-def test_concurrent_requests_each_get_a_connection_and_then_share_them(server: _Server) -> None:
+def test_concurrent_requests_each_get_a_connection_and_then_share_them(server: CannedServer) -> None:
     _, crt = _clients(server)
     gate = threading.Barrier(4)
 
@@ -116,16 +60,16 @@ def test_concurrent_requests_each_get_a_connection_and_then_share_them(server: _
     assert server.connections == made  # the idle ones were reused
 
 
-def test_a_connection_the_server_closed_is_not_reused(server: _Server) -> None:
+def test_a_connection_the_server_closed_is_not_reused(server: CannedServer) -> None:
     """S3 closes a keep-alive connection with ``Connection: close`` (or when idle): the next
     request goes on a new connection, and is sent once."""
     _, crt = _clients(server)
-    server.reply = lambda method: (200, {"Connection": "close"}, b"")
+    server.reply = lambda method, path: (200, {"Connection": "close"}, b"")
     crt.head_object(Bucket="bkt", Key="t/k")
-    server.reply = lambda method: (200, {}, b"")
+    server.reply = lambda method, path: (200, {}, b"")
     answer = crt.head_object(Bucket="bkt", Key="t/k")
     assert answer["ResponseMetadata"]["RetryAttempts"] == 0
-    assert (server.requests, server.connections) == (2, 2)
+    assert (len(server.requests), server.connections) == (2, 2)
 
 
 _ERROR = b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
@@ -133,32 +77,34 @@ _LISTING = b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><
 
 
 @pytest.mark.parametrize("body", [_ERROR, _LISTING], ids=["an-error", "cut-short"])
-def test_a_listing_answered_200_with_an_error_is_retried_as_botocore_retries_it(server: _Server, body: bytes) -> None:
+def test_a_listing_answered_200_with_an_error_is_retried_as_botocore_retries_it(
+    server: CannedServer, body: bytes
+) -> None:
     boto, crt = _clients(server)
-    server.reply = lambda method: (200, {"Content-Type": "application/xml"}, body)
+    server.reply = lambda method, path: (200, {"Content-Type": "application/xml"}, body)
     outcomes = []
     for client in (boto, crt):
-        server.requests = 0
+        server.requests.clear()
         with pytest.raises(Exception) as raised:
             client.list_objects_v2(Bucket="bkt", Prefix="t/")
         response = getattr(raised.value, "response", {})
-        outcomes.append((server.requests, type(raised.value).__name__, response.get("Error")))
+        outcomes.append((len(server.requests), type(raised.value).__name__, response.get("Error")))
     assert outcomes[0] == outcomes[1]
     assert outcomes[1][0] == 3  # the standard mode's attempts
     with pytest.raises(StorageError):  # as on botocore (a 500 without a code is not named "unavailable")
         list(S3Store("bkt", crt).list("t/"))
 
 
-def test_a_delete_answered_200_with_an_error_is_not_taken_for_success(server: _Server) -> None:
+def test_a_delete_answered_200_with_an_error_is_not_taken_for_success(server: CannedServer) -> None:
     boto, crt = _clients(server)
-    server.reply = lambda method: (200, {"Content-Type": "application/xml"}, _ERROR)
+    server.reply = lambda method, path: (200, {"Content-Type": "application/xml"}, _ERROR)
     for client in (boto, crt):
         with pytest.raises(Exception, match="InternalError"):
             client.delete_objects(Bucket="bkt", Delete={"Objects": [{"Key": "t/a"}]})
 
 
 def test_a_get_whose_range_the_server_ignores_is_not_held_in_memory(
-    server: _Server, monkeypatch: pytest.MonkeyPatch
+    server: CannedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server that answers a GET's ``Range`` with the whole object: past the part and its
     slack, the answer is cut off and the GET goes to botocore, whose stream ``S3Store``
@@ -169,7 +115,7 @@ def test_a_get_whose_range_the_server_ignores_is_not_held_in_memory(
     monkeypatch.setattr(crt_module, "GET_PART_BYTES", 1024)
     monkeypatch.setattr(crt_module, "_ANSWER_SLACK_BYTES", 1024)
     big = b"x" * (4 * 1024 * 1024)
-    server.reply = lambda method: (200, {"ETag": '"e"'}, big)
+    server.reply = lambda method, path: (200, {"ETag": '"e"'}, big)
     _, crt = _clients(server)
     kept: list[int] = []
     real = crt_module._Answer.on_body
@@ -188,13 +134,13 @@ def test_a_get_whose_range_the_server_ignores_is_not_held_in_memory(
 
 
 def test_an_oversized_answer_to_another_verb_is_an_error_not_a_traceback(
-    server: _Server, monkeypatch: pytest.MonkeyPatch
+    server: CannedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from s3memory._aws import crt as crt_module
 
     monkeypatch.setattr(crt_module, "GET_PART_BYTES", 1024)
     monkeypatch.setattr(crt_module, "_ANSWER_SLACK_BYTES", 1024)
-    server.reply = lambda method: (200, {}, _LISTING + b"<Contents/>" * 100_000)
+    server.reply = lambda method, path: (200, {}, _LISTING + b"<Contents/>" * 100_000)
     _, crt = _clients(server)
     with pytest.raises(StorageError):
         list(S3Store("bkt", crt).list("t/"))
