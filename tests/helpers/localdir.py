@@ -1,6 +1,7 @@
 """What the local store's tests (``tests/stores/localdir/``) share: object files as the local
-store writes them, a format-1 file as an earlier s3memory wrote it, and a snapshot of a tree
-(taken without following links) to show that nothing outside a store changed."""
+store writes them, a format-1 file as an earlier s3memory wrote it, a snapshot of a tree
+(taken without following links) to show that nothing outside a store changed, and recorders
+of the store's syncs and of the names it opens."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import json
 import os
 import stat
 import struct
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
-__all__ = ["BODY", "ETAG", "META", "V1_FILE", "object_file", "snapshot"]
+from s3memory.stores._localdir import batch as _localbatch
+
+__all__ = ["BODY", "ETAG", "META", "V1_FILE", "RecordedOpens", "RecordedSyncs", "object_file", "snapshot"]
 
 META = {"x-amz-c": "115", "x-amz-w": "02"}
 BODY = b"\x00body\xff"
@@ -44,3 +50,69 @@ def object_file(body: bytes, metadata: dict[str, str] | None = None) -> bytes:
     meta = json.dumps(metadata or {}, separators=(",", ":")).encode()
     digest = hashlib.md5(body).digest()
     return struct.pack(">5sIQ16s", b"S3MO\x02", len(meta), len(body), digest) + meta + body
+
+
+class RecordedSyncs:
+    """Records, while entered, each ``os.fsync`` (``"file"`` for a regular file, else
+    ``"dir"``) and each of the store's ``syncfs`` (``"syncfs"``, or ``"no syncfs"`` where it
+    could not sync), in ``calls``; the real calls are made."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self._fsync, self._syncfs = os.fsync, _localbatch._syncfs
+        self._patches = [
+            mock.patch.object(os, "fsync", self._recorded_fsync),
+            mock.patch.object(_localbatch, "_syncfs", self._recorded_syncfs),
+        ]
+
+    def _recorded_fsync(self, fd: int) -> None:
+        self.calls.append("file" if os.path.isfile(f"/proc/self/fd/{fd}") else "dir")
+        self._fsync(fd)
+
+    def _recorded_syncfs(self, fd: int) -> bool:
+        done = self._syncfs(fd)
+        self.calls.append("syncfs" if done else "no syncfs")
+        return done
+
+    def __enter__(self) -> RecordedSyncs:
+        for patch in self._patches:
+            patch.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for patch in self._patches:
+            patch.stop()
+
+
+class RecordedOpens:
+    """Records, while entered, the names the store opens: ``os.open``'s path, or the names
+    a directory opened in one call (``open_dir_beneath``) joined by "/" (in ``names``, and
+    those in ``at_once`` as well); the real calls are made."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.at_once: list[str] = []
+        real_open, real_beneath = os.open, _localbatch.open_dir_beneath
+
+        def opening(path: Any, *args: Any, **kwargs: Any) -> int:
+            self.names.append(str(path))
+            return real_open(path, *args, **kwargs)
+
+        def beneath(fd: int, names: Sequence[str]) -> int | None:
+            self.names.append("/".join(names))
+            self.at_once.append("/".join(names))
+            return real_beneath(fd, names)
+
+        self._patches = [
+            mock.patch.object(os, "open", opening),
+            mock.patch.object(_localbatch, "open_dir_beneath", beneath),
+        ]
+
+    def __enter__(self) -> RecordedOpens:
+        for patch in self._patches:
+            patch.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for patch in self._patches:
+            patch.stop()

@@ -26,6 +26,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from helpers.localdir import RecordedSyncs
 
 from s3memory import InMemoryStore, KeyCache, LocalDirStore, PreconditionFailedError, open_memory, parse_path
 from s3memory._roundtrip import RoundTrip
@@ -106,46 +107,19 @@ def test_a_memory_on_a_local_store_never_starts_a_worker_thread(tmp_path: Path) 
 # --- batches ---------------------------------------------------------------------------------
 
 
-class Syncs:
-    """Counts fsync and syncfs calls while it is entered."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self._real_fsync, self._real_syncfs = os.fsync, _localbatch._syncfs
-        self._patches = [
-            mock.patch.object(os, "fsync", self._fsync),
-            mock.patch.object(_localbatch, "_syncfs", self._syncfs),
-        ]
-
-    def _fsync(self, fd: int) -> None:
-        self.n += 1
-        self._real_fsync(fd)
-
-    def _syncfs(self, fd: int) -> bool:
-        self.n += 1
-        return self._real_syncfs(fd)
-
-    def __enter__(self) -> Syncs:
-        for patch in self._patches:
-            patch.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for patch in self._patches:
-            patch.stop()
-
-
 def test_a_batch_syncs_each_directory_once_and_copy_many_each_step_once(store: LocalDirStore) -> None:
-    with Syncs() as syncs:
+    with RecordedSyncs() as syncs:
         for i in range(10):
             store.put(f"t/one/{i}", b"x", {})
-        alone, syncs.n = syncs.n, 0
+        alone = len(syncs.calls)
+        syncs.calls.clear()
         with store.batch():
             for i in range(10):
                 store.put(f"t/two/{i}", b"x", {})
-        batched, syncs.n = syncs.n, 0
+        batched = len(syncs.calls)
+        syncs.calls.clear()
         results = store.copy_many([(f"t/two/{i}", f"t/three/{i}", {}, None, True) for i in range(10)])
-        many = syncs.n
+        many = len(syncs.calls)
     assert alone >= 20  # each write: its file, then its directory
     assert batched <= 10 + 3  # each file; the directories once, at the end
     assert results == ['"9dd4e461268c8034f5c8564e155c67a6"'] * 10

@@ -18,48 +18,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-from unittest import mock
 
 import pytest
-from helpers.localdir import META, snapshot
+from helpers.localdir import META, RecordedOpens, snapshot
 
 from s3memory import LocalDirStore, PreconditionFailedError, StorageError
-from s3memory.stores._localdir import batch as _localbatch
 from s3memory.stores._localdir import files as _localfiles
-
-
-class Opened:
-    """Records the names the store opens, by ``os.open`` and in one call, while entered."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []  # os.open's path, or the names joined by "/"
-        self.at_once: list[str] = []  # the paths opened in one call
-
-    def __enter__(self) -> Opened:
-        real_open, real_beneath = os.open, _localbatch.open_dir_beneath
-
-        def opening(path: Any, *args: Any, **kwargs: Any) -> int:
-            self.names.append(str(path))
-            return real_open(path, *args, **kwargs)
-
-        def beneath(fd: int, names: Sequence[str]) -> int | None:
-            self.names.append("/".join(names))
-            self.at_once.append("/".join(names))
-            return real_beneath(fd, names)
-
-        self._patches = [
-            mock.patch.object(os, "open", opening),
-            mock.patch.object(_localbatch, "open_dir_beneath", beneath),
-        ]
-        for patch in self._patches:
-            patch.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for patch in self._patches:
-            patch.stop()
-
 
 # --- directories ---------------------------------------------------------------------------
 
@@ -68,7 +32,7 @@ def test_a_directory_several_names_down_is_opened_in_one_call(store: LocalDirSto
     if not _localfiles.can_open_beneath():
         pytest.skip("no openat2 here")
     store.put("t/a/b/c/obj", b"x", META)
-    with Opened() as opened:
+    with RecordedOpens() as opened:
         got = store.get("t/a/b/c/obj")
     assert got is not None and got.body == b"x"
     assert opened.at_once == ["t/a/b/c"]
@@ -78,7 +42,7 @@ def test_a_directory_several_names_down_is_opened_in_one_call(store: LocalDirSto
 def test_a_directory_the_batch_holds_the_parent_of_is_opened_by_name(store: LocalDirStore) -> None:
     store.put("t/a/b/one", b"1", {})
     store.put("t/a/b/c/two", b"2", {})
-    with store.batch(), Opened() as opened:
+    with store.batch(), RecordedOpens() as opened:
         assert store.get("t/a/b/one") is not None
         assert store.get("t/a/b/c/two") is not None
     assert opened.names[-2:] == ["c", "two"]  # t/a/b is the batch's: c is opened from it
@@ -190,7 +154,7 @@ def test_a_file_the_kernel_writes_in_parts_is_written_whole(
 def test_a_history_record_never_looks_into_the_version_area(store: LocalDirStore) -> None:
     store.put("t/a", b"one", {})
     store.put("t/a", b"two", {})  # the version area exists
-    with Opened() as opened:
+    with RecordedOpens() as opened:
         store.put_unique("t/.s3memory/history/tag/r1/r2", b"", {})
         store.put_unique("t/.s3memory/history/tag/r3/r4", b"", {})
     assert not [name for name in opened.names if ".versions" in name]

@@ -16,6 +16,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from helpers.localdir import RecordedSyncs
 
 from s3memory import KeyCache, LocalDirStore, open_memory
 from s3memory._core.memory import EncryptedMemory
@@ -26,46 +27,16 @@ from s3memory.testing import TEST_MASTER_KEY
 HAS_SYNCFS = _localbatch.syncfs_available()
 
 
-class Syncs:
-    """Records fsync (of a regular file, or of anything else) and syncfs while entered."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self._fsync, self._syncfs = os.fsync, _localbatch._syncfs
-
-    def fsync(self, fd: int) -> None:
-        self.calls.append("file" if os.path.isfile(f"/proc/self/fd/{fd}") else "dir")
-        self._fsync(fd)
-
-    def syncfs(self, fd: int) -> bool:
-        done = self._syncfs(fd)
-        self.calls.append("syncfs" if done else "no syncfs")
-        return done
-
-    def __enter__(self) -> Syncs:
-        self._patches = [
-            mock.patch.object(os, "fsync", self.fsync),
-            mock.patch.object(_localbatch, "_syncfs", self.syncfs),
-        ]
-        for patch in self._patches:
-            patch.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for patch in self._patches:
-            patch.stop()
-
-
 def memory_on(store: LocalDirStore) -> EncryptedMemory:
     return open_memory(user_id="alice", store=store, master_key=TEST_MASTER_KEY, key_cache=KeyCache())
 
 
 @pytest.mark.skipif(not HAS_SYNCFS, reason="syncfs is Linux's")
 def test_a_unique_key_s_file_is_left_to_the_batch_s_syncfs(store: LocalDirStore) -> None:
-    with Syncs() as syncs:
+    with RecordedSyncs() as syncs:
         store.put_unique("t/records/r1", b"", {})
     assert syncs.calls == ["syncfs"]
-    with Syncs() as syncs, store.batch():
+    with RecordedSyncs() as syncs, store.batch():
         store.put("t/a", b"a", {})
         store.put_unique("t/records/r2", b"", {})
     assert syncs.calls == ["file", "syncfs"]  # the object's file, then everything at once
@@ -78,17 +49,17 @@ def test_a_write_command_waits_for_two_syncs(tmp_path: Path) -> None:
     syncfs for the history record's data and every directory."""
     memory = memory_on(LocalDirStore(tmp_path / "s"))
     memory.create("/memories/a.md", "one\n")
-    with Syncs() as syncs:
+    with RecordedSyncs() as syncs:
         memory.str_replace("/memories/a.md", "one", "two")
     assert syncs.calls == ["file", "syncfs"]
-    with Syncs() as syncs:
+    with RecordedSyncs() as syncs:
         memory.create("/memories/b/c.md", "new\n")
     assert syncs.calls == ["file", "syncfs"]
 
 
 def test_without_syncfs_a_unique_key_s_file_is_synced_before_its_name(store: LocalDirStore) -> None:
     with mock.patch.object(_localwrites, "syncfs_available", return_value=False):
-        with Syncs() as syncs:
+        with RecordedSyncs() as syncs:
             store.put_unique("t/records/r1", b"", {})
     assert syncs.calls[0] == "file" and "file" not in syncs.calls[1:]
 
@@ -98,7 +69,7 @@ def test_a_unique_key_over_a_file_already_there_is_synced_as_any_write(store: Lo
     """A name taken (by a planted file, or a key that was not unique after all): the file it
     replaces must not be lost to an empty one."""
     store.put("t/records/r1", b"there", {})
-    with Syncs() as syncs:
+    with RecordedSyncs() as syncs:
         store.put_unique("t/records/r1", b"", {})
     assert syncs.calls == ["file", "syncfs"]
     got = store.get("t/records/r1")

@@ -23,17 +23,15 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
-from helpers.localdir import BODY, ETAG, META, V1_FILE, object_file, snapshot
+from helpers.localdir import BODY, ETAG, META, V1_FILE, RecordedOpens, object_file, snapshot
 
 from s3memory import LocalDirStore, StorageError
 from s3memory.stores import ObjectVersion
-from s3memory.stores._localdir import batch as _localbatch
 
 MAX_STAMP = 2**64 - 1
 
@@ -116,20 +114,11 @@ def test_get_head_and_list_never_reach_the_version_area(store: LocalDirStore, re
         store.put("t/d/a", b"%d" % i, {})
     store.put("t/d/b", b"b", {})
     store.delete(["t/d/b"])
-    opened: list[str] = []  # every name opened, whichever way
-    real_open, real_beneath = os.open, _localbatch.open_dir_beneath
-
-    def beneath(fd: int, names: Sequence[str]) -> int | None:
-        opened.extend(names)
-        return real_beneath(fd, names)
-
-    with (
-        mock.patch.object(os, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k)),
-        mock.patch.object(_localbatch, "open_dir_beneath", beneath),
-    ):
+    with RecordedOpens() as recorded:
         got, head = store.get("t/d/a"), store.head("t/d/a")
         assert store.get("t/d/b") is None and store.head("t/d/b") is None
         listed = [i.key for i in store.list("")]
+    opened = [name for path in recorded.names for name in path.split("/")]  # every name, whichever way
     assert got is not None and got.body == b"2" and head is not None and listed == ["t/d/a"]
     assert "d" in opened  # (the names opened are seen)
     assert ".versions" not in opened and not any(re.fullmatch(r"[0-9a-f]{16}-.*", n) for n in opened)
