@@ -26,13 +26,13 @@ from .. import _telemetry
 from .._aws.errors import map_aws_error
 from .._errors import ObjectTooLargeError, PreconditionFailedError, StorageAccessDeniedError, StorageError
 from ._base import NULL_VERSION, ObjectInfo, ObjectStore, ObjectVersion, StoredObject, check_purge_prefix, check_size
+from ._s3_versions import list_versions, modified_seconds
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 #: DeleteObjects requests in flight at once: botocore's default connection pool, so a
 #: client passed in with default settings reuses its connections.
 DELETE_WORKERS = 10
 
-_Versions = list[ObjectVersion]  # in S3Store, ``list`` is the method
 _Infos = list[ObjectInfo]
 
 # Whether the last write through a client to a bucket answered with a version id, per client
@@ -138,27 +138,9 @@ def _is_no_such_version(exc: object) -> bool:
     )
 
 
-def _seconds(item: Mapping[str, Any]) -> float:
-    modified = item.get("LastModified")
-    return modified.timestamp() if modified is not None else 0.0
-
-
 def _listed(item: Mapping[str, Any]) -> ObjectInfo:
     """One entry of ``Contents`` of a ``ListObjectsV2`` answer."""
-    return ObjectInfo(item["Key"], item["Size"], item.get("ETag", ""), last_modified=_seconds(item))
-
-
-def _version_of(item: Mapping[str, Any], *, marker: bool) -> ObjectVersion:
-    """One entry of ``Versions`` or ``DeleteMarkers`` of a ``ListObjectVersions`` answer."""
-    return ObjectVersion(
-        item["Key"],
-        str(item.get("VersionId") or NULL_VERSION),
-        "" if marker else str(item.get("ETag", "")),
-        0 if marker else int(item.get("Size", 0)),
-        _seconds(item),
-        is_latest=bool(item.get("IsLatest")),
-        is_delete_marker=marker,
-    )
+    return ObjectInfo(item["Key"], item["Size"], item.get("ETag", ""), last_modified=modified_seconds(item))
 
 
 class S3Store(ObjectStore):
@@ -216,7 +198,7 @@ class S3Store(ObjectStore):
             self._missing_or_raise(exc, key)
             return None
         body = self._body(response, key, max_bytes)
-        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})), _seconds(response))
+        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})), modified_seconds(response))
 
     def _body(self, response: Mapping[str, Any], key: str, max_bytes: int | None) -> bytes:
         """The body of a ``GetObject`` answer, read at most one byte past ``max_bytes``."""
@@ -408,88 +390,10 @@ class S3Store(ObjectStore):
         return self._versioning.keeps_versions()
 
     def list_versions(self, prefix: str, *, limit: int | None = None) -> Iterator[ObjectVersion]:
-        """``ListObjectVersions`` under ``prefix``, page by page (``KeyMarker`` and
-        ``VersionIdMarker``). S3 answers a page's versions and delete markers as two arrays;
-        they are merged back into S3's one order: keys in order, and within a key the latest
-        first, then by ``LastModified``. Where a version and a delete marker of one key have
-        the same ``LastModified`` (the same millisecond on S3, the same second on moto),
-        S3's order is asked for with listings of that key alone, a few entries long.
-        Needs ``s3:ListBucketVersions`` (with ``s3:prefix`` ``prefix`` and the keys below it)."""
-        if limit is not None and limit <= 0:
-            return
-        kwargs: dict[str, Any] = {"Prefix": prefix}
-        yielded = 0
-        previous: ObjectVersion | None = None  # the last entry listed: where a page goes on from
-        while True:
-            if limit is not None:
-                kwargs["MaxKeys"] = min(limit - yielded, 1000)
-            response = self._call("list_object_versions", **kwargs)
-            for entry in self._in_order(response, previous):
-                yield entry
-                previous = entry
-                yielded += 1
-                if limit is not None and yielded >= limit:
-                    return
-            if not response.get("IsTruncated"):
-                return
-            kwargs["KeyMarker"] = response.get("NextKeyMarker", "")
-            kwargs["VersionIdMarker"] = response.get("NextVersionIdMarker", "")
-
-    def _in_order(self, response: Mapping[str, Any], previous: ObjectVersion | None) -> _Versions:
-        """One page's versions and delete markers in S3's order (see :meth:`list_versions`)."""
-        by_key: dict[str, tuple[_Versions, _Versions]] = {}
-        for item in response.get("Versions", []):
-            by_key.setdefault(item["Key"], ([], []))[0].append(_version_of(item, marker=False))
-        for item in response.get("DeleteMarkers", []):
-            by_key.setdefault(item["Key"], ([], []))[1].append(_version_of(item, marker=True))
-        ordered: _Versions = []
-        for key in sorted(by_key):  # code point order: the UTF-8 byte order S3 lists keys in
-            versions, markers = by_key[key]
-            before = previous if previous is not None and previous.key == key else None
-            i = j = 0
-            while i < len(versions) and j < len(markers):
-                version, marker = versions[i], markers[j]
-                if version.is_latest or marker.is_latest or version.last_modified != marker.last_modified:
-                    version_first = version.is_latest or (
-                        not marker.is_latest and version.last_modified > marker.last_modified
-                    )
-                else:  # a tie: S3 tells how many of the versions of that time come before the marker
-                    tied = 1
-                    while i + tied < len(versions) and versions[i + tied].last_modified == marker.last_modified:
-                        tied += 1
-                    count = self._versions_before(marker, before, tied)
-                    ordered += versions[i : i + count]
-                    i += count
-                    version_first = False
-                if version_first:
-                    ordered.append(version)
-                    i += 1
-                else:
-                    ordered.append(marker)
-                    j += 1
-                before = ordered[-1]
-            ordered += versions[i:] + markers[j:]
-        return ordered
-
-    def _versions_before(self, marker: ObjectVersion, after: ObjectVersion | None, most: int) -> int:
-        """How many versions of ``marker``'s key S3 lists between ``after`` (or the key's
-        start) and ``marker``, knowing it is at most ``most``: a binary search with listings
-        of that key, each asking whether ``marker`` is among the next few entries."""
-        low, high = 0, most
-        while low < high:
-            middle = (low + high) // 2
-            kwargs: dict[str, Any] = {"Prefix": marker.key, "MaxKeys": middle + 1}
-            if after is not None:
-                kwargs["KeyMarker"], kwargs["VersionIdMarker"] = after.key, after.version_id
-            response = self._call("list_object_versions", **kwargs)
-            listed = {
-                str(item.get("VersionId")) for item in response.get("DeleteMarkers", []) if item["Key"] == marker.key
-            }
-            if marker.version_id in listed:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+        """``ListObjectVersions`` under ``prefix``, page by page, merged back into S3's one
+        order (:mod:`._s3_versions`). Needs ``s3:ListBucketVersions`` (with ``s3:prefix``
+        ``prefix`` and the keys below it)."""
+        return list_versions(self._call, prefix, limit)
 
     def get_version(self, key: str, version_id: str, *, max_bytes: int | None = None) -> StoredObject | None:
         """``GetObject`` with ``VersionId``; ``None`` for a missing version, a delete marker
@@ -506,7 +410,7 @@ class S3Store(ObjectStore):
             self._no_version_or_raise(exc, key, version_id)
             return None
         body = self._body(response, key, max_bytes)
-        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})), _seconds(response))
+        return StoredObject(body, response["ETag"], dict(response.get("Metadata", {})), modified_seconds(response))
 
     def head_version(self, key: str, version_id: str) -> ObjectInfo | None:
         """``HeadObject`` with ``VersionId`` (as :meth:`get_version`)."""
@@ -520,7 +424,7 @@ class S3Store(ObjectStore):
             self._no_version_or_raise(exc, key, version_id)
             return None
         metadata = dict(response.get("Metadata", {}))
-        return ObjectInfo(key, response["ContentLength"], response["ETag"], metadata, _seconds(response))
+        return ObjectInfo(key, response["ContentLength"], response["ETag"], metadata, modified_seconds(response))
 
     def delete_version(self, key: str, version_id: str) -> None:
         """``DeleteObject`` with ``VersionId`` (a missing version, or a malformed id, is not
