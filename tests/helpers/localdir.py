@@ -12,7 +12,7 @@ import stat
 import struct
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from unittest import mock
 
 from s3memory.stores._localdir import batch as _localbatch
@@ -52,7 +52,22 @@ def object_file(body: bytes, metadata: dict[str, str] | None = None) -> bytes:
     return struct.pack(">5sIQ16s", b"S3MO\x02", len(meta), len(body), digest) + meta + body
 
 
-class RecordedSyncs:
+class _Patching:
+    """Starts ``_patches`` when entered and stops them on the way out."""
+
+    _patches: list[Any]
+
+    def __enter__(self) -> Self:
+        for patch in self._patches:
+            patch.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for patch in self._patches:
+            patch.stop()
+
+
+class RecordedSyncs(_Patching):
     """Records, while entered, each ``os.fsync`` (``"file"`` for a regular file, else
     ``"dir"``) and each of the store's ``syncfs`` (``"syncfs"``, or ``"no syncfs"`` where it
     could not sync), in ``calls``; the real calls are made."""
@@ -74,17 +89,8 @@ class RecordedSyncs:
         self.calls.append("syncfs" if done else "no syncfs")
         return done
 
-    def __enter__(self) -> RecordedSyncs:
-        for patch in self._patches:
-            patch.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        for patch in self._patches:
-            patch.stop()
-
-
-class RecordedOpens:
+class RecordedOpens(_Patching):
     """Records, while entered, the names the store opens: ``os.open``'s path, or the names
     a directory opened in one call (``open_dir_beneath``) joined by "/" (in ``names``, and
     those in ``at_once`` as well); the real calls are made."""
@@ -107,12 +113,3 @@ class RecordedOpens:
             mock.patch.object(os, "open", opening),
             mock.patch.object(_localbatch, "open_dir_beneath", beneath),
         ]
-
-    def __enter__(self) -> RecordedOpens:
-        for patch in self._patches:
-            patch.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for patch in self._patches:
-            patch.stop()
