@@ -284,9 +284,12 @@ class S3MemoryBackend(BackendProtocol):
         """
         if not isinstance(self._source, UserMemories):
             return self._source
+        return memory_of_run(self._source, self._named_user(), _HOW)
+
+    def _named_user(self) -> object:
+        """What ``user_id_from`` reads from the current run (None outside a run)."""
         runtime = _run_runtime()
-        user_id = None if runtime is None else self._user_id_from(runtime)
-        return memory_of_run(self._source, user_id, _HOW)
+        return None if runtime is None else self._user_id_from(runtime)
 
     def user_of_this_run(self) -> str | None:
         """The user the current run names, checked as :attr:`memory` checks it; None for a
@@ -298,8 +301,7 @@ class S3MemoryBackend(BackendProtocol):
         """
         if not isinstance(self._source, UserMemories):
             return None
-        runtime = _run_runtime()
-        user_id = None if runtime is None else self._user_id_from(runtime)
+        user_id = self._named_user()
         memory_of_run(self._source, user_id, _HOW)  # opens nothing remote: the check alone
         return str(user_id)
 
